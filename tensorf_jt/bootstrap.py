@@ -1,0 +1,141 @@
+"""Prepare the process before Jittor is imported, then import it.
+
+Jittor reads its configuration from environment variables when it is first imported, and its
+defaults assume a networked machine: without the oneDNN archive it tries to download it, and
+where ``nvcc`` exists without a CUDA driver it crashes loading ``libcudart``. ``tensorf_jt``
+imports this module first (from its ``__init__``), so every entry point -- the CLIs, the
+tests, a user's script -- gets a Jittor that imports offline, stays quiet unless asked, and
+runs on the GPU when one works. Values the user already set in the environment always win.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import sys
+import warnings
+from pathlib import Path
+
+VERBOSE_ENV = "TENSORF_JT_VERBOSE"
+FORCE_CPU_ENV = "TENSORF_JT_CPU"
+
+# The environment values this process chose (not the user); child processes that should make
+# their own choice must not inherit them.
+CHOSEN_ENV: dict[str, str] = {}
+
+
+def verbose_requested() -> bool:
+    """True when Jittor's own logs should be shown (``--verbose`` or TENSORF_JT_VERBOSE=1)."""
+    return os.environ.get(VERBOSE_ENV, "0") not in ("", "0") or "--verbose" in sys.argv
+
+
+def cuda_driver_usable() -> bool:
+    """True when the CUDA driver loads and reports at least one GPU.
+
+    ``nvcc`` alone proves nothing: the CPU machines this project runs on ship the compiler but
+    no driver, and Jittor crashes there unless told not to look for CUDA.
+    """
+    for name in ("libcuda.so.1", "libcuda.so"):
+        try:
+            driver = ctypes.CDLL(name)
+        except OSError:
+            continue
+        if driver.cuInit(0) != 0:
+            return False
+        count = ctypes.c_int(0)
+        return driver.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+    return False
+
+
+def onednn_available() -> bool:
+    """True when Jittor can set oneDNN up without the network.
+
+    Either the ``jittor-offline`` package ships the archive Jittor would download, or an
+    earlier run already unpacked it into Jittor's cache.
+    """
+    if importlib.util.find_spec("jittor_offline") is not None:
+        return True
+    cache = Path.home() / ".cache" / "jittor" / "mkl"
+    return cache.is_dir() and any(p.name.startswith("dnnl") for p in cache.iterdir())
+
+
+def prepare_environment(verbose: bool | None = None) -> dict[str, str]:
+    """Set Jittor's environment switches that the user has not set; return the ones we chose."""
+    verbose = verbose_requested() if verbose is None else verbose
+    chosen: dict[str, str] = {}
+
+    def default(key: str, value: str) -> None:
+        if key not in os.environ:
+            os.environ[key] = value
+            chosen[key] = value
+            CHOSEN_ENV[key] = value
+
+    gpu = os.environ.get(FORCE_CPU_ENV, "0") in ("", "0") and cuda_driver_usable()
+    if not gpu:
+        default("nvcc_path", "")
+    # These libraries are downloaded on first CUDA use; jittor-offline carries cutt and nccl,
+    # nothing carries cutlass. None of them is needed by TensoRF.
+    default("use_cutlass", "0")
+    default("use_nccl", "0")
+    if importlib.util.find_spec("jittor_offline") is None:
+        default("use_cutt", "0")
+    if not onednn_available():
+        default("use_mkl", "0")
+    if not verbose:
+        default("log_silent", "1")
+    return chosen
+
+
+def _keep_errors_loud() -> None:
+    """Make Jittor's Python-side errors raise even when its logs are silenced.
+
+    ``log_silent=1`` silences info and warnings in C++, but Jittor's Python logger also drops
+    error and fatal messages, so a failing ``load_state_dict`` or an unsupported
+    ``var.backward()`` would silently do nothing. Errors and fatals bypass the silence here.
+    """
+    import jittor_utils
+
+    logger = jittor_utils.LOG
+    if getattr(logger, "_tensorf_jt_errors_loud", False):
+        return
+    quiet_log = logger._log
+
+    def log(level: str, verbose: int, *msg: object) -> None:
+        if level in ("e", "f") and logger.log_silent:
+            logger.log_silent = 0
+            try:
+                quiet_log(level, verbose, *msg)
+            finally:
+                logger.log_silent = 1
+        else:
+            quiet_log(level, verbose, *msg)
+
+    logger._log = log
+    logger._tensorf_jt_errors_loud = True
+
+
+def enable_cuda_if_available(jt_module) -> bool:
+    """Switch Jittor to the GPU when CUDA works; return whether it is on."""
+    if os.environ.get(FORCE_CPU_ENV, "0") not in ("", "0") or not getattr(jt_module, "has_cuda", 0):
+        return False
+    try:
+        jt_module.flags.use_cuda = 1
+    except Exception as err:  # Jittor raises a plain RuntimeError when no device answers
+        warnings.warn(f"CUDA was found but could not be enabled ({err}); training runs on the CPU.")
+        return False
+    return True
+
+
+def import_jittor(verbose: bool | None = None):
+    """Import Jittor configured for this machine and return the module."""
+    if "jittor" not in sys.modules:
+        if "use_mkl" in prepare_environment(verbose):
+            warnings.warn(
+                "oneDNN is not available, so Jittor's CPU matrix products are 30-100x slower. "
+                "Install it with: pip install jittor-offline==0.0.7"
+            )
+    import jittor
+
+    _keep_errors_loud()
+    enable_cuda_if_available(jittor)
+    return jittor

@@ -1,0 +1,111 @@
+"""Checkpoints: the reference's ``.th`` contents, written with ``jt.save``, read back as Vars.
+
+A checkpoint is a dict with the reference's keys -- ``kwargs`` (what the constructor needs),
+``state_dict``, and for a trained alpha grid ``alphaMask.shape`` / ``alphaMask.mask`` (bits
+packed with numpy) / ``alphaMask.aabb`` -- plus ``model_name``, ``format`` and ``train_args``
+(the flags of the run, so ``render.py`` needs nothing but the file).
+
+Loading rebuilds the model from ``kwargs`` first, so every tensor already has its final shape,
+then copies each entry in after checking its name and shape: Jittor's own ``load_state_dict``
+skips ``ParameterList`` entries and keeps the old tensor on a shape mismatch, with only a log
+line to say so.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+
+import numpy as np
+import jittor as jt
+
+from tensorf_jt.alpha_grid import AlphaGridMask
+from tensorf_jt.errors import CheckpointError
+from tensorf_jt.models import MODELS, TensorBase
+
+FORMAT = "tensorf_jt/1"
+
+
+def checkpoint_dict(model: TensorBase, train_args: dict | None = None) -> dict:
+    """The checkpoint contents of ``model``; every tensor in it is a ``jt.Var``."""
+    ckpt = {
+        "format": FORMAT,
+        "model_name": type(model).__name__,
+        "kwargs": model.get_kwargs(),
+        "state_dict": {name: var.clone() for name, var in model.state_dict().items()},
+    }
+    if model.alphaMask is not None:
+        ckpt.update(model.alphaMask.packed())
+    if train_args is not None:
+        ckpt["train_args"] = dict(train_args)
+    return ckpt
+
+
+def save_checkpoint(model: TensorBase, path: str, train_args: dict | None = None) -> str:
+    """Write ``model`` to ``path`` atomically: a temporary file in the same folder, fsync, rename.
+
+    An existing checkpoint at ``path`` stays intact until the new one is complete.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".th", dir=folder)
+    os.close(handle)
+    try:
+        jt.save(checkpoint_dict(model, train_args), temporary)
+        with open(temporary, "rb") as written:
+            os.fsync(written.fileno())
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+    return path
+
+
+def read_checkpoint(path: str) -> dict:
+    """The raw checkpoint dict at ``path``, with a clear error for anything unreadable."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"Checkpoint '{path}' does not exist; pass the path of a .th file written by train.py.")
+    try:
+        ckpt = jt.load(path)
+    except (pickle.UnpicklingError, EOFError, ValueError, RuntimeError, AttributeError, ImportError, IndexError) as err:
+        raise CheckpointError(f"Checkpoint '{path}' is corrupted or not a Jittor checkpoint ({err}).") from None
+    if not isinstance(ckpt, dict) or "kwargs" not in ckpt or "state_dict" not in ckpt:
+        raise CheckpointError(f"'{path}' is not a TensoRF checkpoint: it lacks 'kwargs' and 'state_dict'.")
+    return ckpt
+
+
+def model_from_checkpoint(ckpt: dict, model_name: str | None = None, source: str = "checkpoint") -> TensorBase:
+    """Rebuild the model a checkpoint dict describes and load its tensors, strictly."""
+    name = ckpt.get("model_name", model_name)
+    if name not in MODELS:
+        raise CheckpointError(f"{source} holds a '{name}' model; this build supports {', '.join(MODELS)}.")
+    kwargs = dict(ckpt["kwargs"])
+    model = MODELS[name](**kwargs)
+    load_state(model, ckpt["state_dict"], source)
+    if "alphaMask.aabb" in ckpt:
+        model.alphaMask = AlphaGridMask.unpacked(ckpt["alphaMask.shape"], ckpt["alphaMask.mask"], ckpt["alphaMask.aabb"])
+    return model
+
+
+def load_state(model: TensorBase, state_dict: dict, source: str = "checkpoint") -> None:
+    """Copy every tensor of ``state_dict`` into ``model``; refuse missing, extra or mis-shaped entries."""
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state_dict))
+    unexpected = sorted(set(state_dict) - set(own))
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{source} does not match a {type(model).__name__} with these settings: "
+            f"missing {missing or 'nothing'}, unexpected {unexpected or 'nothing'}.")
+    for name, target in own.items():
+        value = state_dict[name]
+        value = value if isinstance(value, jt.Var) else jt.array(np.asarray(value))
+        if tuple(value.shape) != tuple(target.shape):
+            raise CheckpointError(
+                f"{source}: '{name}' has shape {tuple(value.shape)}, the model expects {tuple(target.shape)}.")
+        target.update(value.float32())
+
+
+def load_checkpoint(path: str, model_name: str | None = None) -> tuple[TensorBase, dict]:
+    """Model and raw dict of the checkpoint at ``path``."""
+    ckpt = read_checkpoint(path)
+    return model_from_checkpoint(ckpt, model_name, source=f"Checkpoint '{path}'"), ckpt

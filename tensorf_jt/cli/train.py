@@ -1,0 +1,44 @@
+"""``train.py``: train a model from a config (reference flags), or render/export from ``--ckpt``.
+
+With no arguments at all it trains the built-in demo scene (``configs/demo.txt``).
+"""
+from __future__ import annotations
+
+import sys
+
+from tensorf_jt.cli import run_cli
+from tensorf_jt.config import DEMO_CONFIG, parse_args
+from tensorf_jt.errors import ConfigError
+
+
+def _main(argv: list[str]) -> int:
+    if not argv:
+        if not DEMO_CONFIG.is_file():
+            raise ConfigError(f"No arguments given and the demo config '{DEMO_CONFIG}' is missing; "
+                              "pass --config FILE.")
+        argv = ["--config", str(DEMO_CONFIG)]
+    args = parse_args(argv)
+    if args.render_only:
+        from tensorf_jt.cli.render import render_checkpoint
+        render_checkpoint(args)
+        return 0
+    from tensorf_jt.trainer import train
+    result = train(args)
+    print(f"checkpoint: {result.checkpoint}")
+    print(f"wall time {result.wall_time_s:.1f} s, {result.seconds_per_iter_median:.3f} s/iter (median), "
+          f"peak RSS {result.peak_rss_mb:.0f} MB, final train PSNR {result.final_train_psnr:.2f}")
+    if result.test_metrics:
+        metrics = result.test_metrics
+        line = f"test: PSNR {metrics['psnr']:.2f}, SSIM {metrics['ssim']:.4f}"
+        if "depth_abs_error" in metrics:
+            line += f", mean |depth error| {metrics['depth_abs_error']:.4f}"
+        print(line)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cli(lambda: _main(sys.argv[1:] if argv is None else list(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

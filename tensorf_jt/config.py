@@ -1,0 +1,138 @@
+"""Command-line flags and config files, key for key the reference's ``opt.py``.
+
+A reference config file (``key = value`` lines, lists as ``[a,b,c]``) parses unchanged. Flags
+the reference lacks are grouped at the end and documented in the README. An unknown key in a
+config file is an error, as in the reference.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import configargparse
+
+from tensorf_jt.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEMO_CONFIG = REPO_ROOT / "configs" / "demo.txt"
+
+
+def config_parser() -> configargparse.ArgumentParser:
+    parser = configargparse.ArgumentParser(description="TensoRF in Jittor")
+    add = parser.add_argument
+    add("--config", is_config_file=True, help="config file path")
+    add("--expname", type=str, help="experiment name")
+    add("--basedir", type=str, default="./log", help="where to store ckpts and logs")
+    add("--add_timestamp", type=int, default=0, help="add timestamp to dir")
+    add("--datadir", type=str, default="./data/llff/fern", help="input data directory")
+    add("--progress_refresh_rate", type=int, default=10, help="how many iterations to show psnrs or iters")
+
+    add("--with_depth", action="store_true")
+    add("--downsample_train", type=float, default=1.0)
+    add("--downsample_test", type=float, default=1.0)
+    add("--model_name", type=str, default="TensorVMSplit")
+
+    # loader options
+    add("--batch_size", type=int, default=4096)
+    add("--n_iters", type=int, default=30000)
+    add("--dataset_name", type=str, default="blender")
+
+    # learning rate
+    add("--lr_init", type=float, default=0.02, help="learning rate of the grids")
+    add("--lr_basis", type=float, default=1e-3, help="learning rate of the basis matrix and MLP")
+    add("--lr_decay_iters", type=int, default=-1,
+        help="iterations over which the lr decays to the target ratio; -1 means n_iters")
+    add("--lr_decay_target_ratio", type=float, default=0.1,
+        help="after lr_decay_iters the lr is lr_init * this ratio")
+    add("--lr_upsample_reset", type=int, default=1, help="reset lr to initial after upsampling")
+
+    # loss
+    add("--L1_weight_inital", type=float, default=0.0, help="density L1 weight before the first mask update")
+    add("--L1_weight_rest", type=float, default=0, help="density L1 weight after it")
+    add("--Ortho_weight", type=float, default=0.0, help="loss weight")
+    add("--TV_weight_density", type=float, default=0.0, help="loss weight")
+    add("--TV_weight_app", type=float, default=0.0, help="loss weight")
+
+    # model
+    add("--n_lamb_sigma", type=int, action="append")
+    add("--n_lamb_sh", type=int, action="append")
+    add("--data_dim_color", type=int, default=27)
+    add("--rm_weight_mask_thre", type=float, default=0.0001, help="mask points in ray marching")
+    add("--alpha_mask_thre", type=float, default=0.0001, help="threshold for creating alpha mask volume")
+    add("--distance_scale", type=float, default=25, help="scaling sampling distance for computation")
+    add("--density_shift", type=float, default=-10,
+        help="shift density in softplus; making density = 0 when feature == 0")
+
+    # network decoder
+    add("--shadingMode", type=str, default="MLP_PE", help="which shading mode to use")
+    add("--pos_pe", type=int, default=6, help="number of pe for pos")
+    add("--view_pe", type=int, default=6, help="number of pe for view")
+    add("--fea_pe", type=int, default=6, help="number of pe for features")
+    add("--featureC", type=int, default=128, help="hidden feature channel in MLP")
+
+    add("--ckpt", type=str, default=None, help="checkpoint to start from or render")
+    add("--render_only", type=int, default=0)
+    add("--render_test", type=int, default=0)
+    add("--render_train", type=int, default=0)
+    add("--render_path", type=int, default=0)
+    add("--export_mesh", type=int, default=0)
+
+    # rendering options
+    add("--lindisp", default=False, action="store_true", help="use disparity depth sampling")
+    add("--perturb", type=float, default=1.0, help="set to 0. for no jitter, 1. for jitter")
+    add("--accumulate_decay", type=float, default=0.998)
+    add("--fea2denseAct", type=str, default="softplus")
+    add("--ndc_ray", type=int, default=0)
+    add("--nSamples", type=int, default=1e6, help="sample point each ray, pass 1e6 if automatic adjust")
+    add("--step_ratio", type=float, default=0.5)
+    add("--white_bkgd", action="store_true",
+        help="set to render synthetic data on a white bkgd (always use for dvoxels)")
+
+    add("--N_voxel_init", type=int, default=100 ** 3)
+    add("--N_voxel_final", type=int, default=300 ** 3)
+    add("--upsamp_list", type=int, action="append")
+    add("--update_AlphaMask_list", type=int, action="append")
+    add("--idx_view", type=int, default=0)
+
+    # logging/saving options
+    add("--N_vis", type=int, default=5, help="N images to vis")
+    add("--vis_every", type=int, default=10000, help="frequency of visualize the image")
+
+    # --- flags the reference lacks -------------------------------------------------
+    add("--seed", type=int, default=20211202, help="seed of Python, numpy and Jittor RNGs")
+    add("--gc_every", type=int, default=500,
+        help="free Jittor's graph and cached memory every N iterations (0: never)")
+    add("--chunk_size", type=int, default=4096, help="rays per chunk when rendering images")
+    add("--verbose", action="store_true", help="show Jittor's own log messages")
+    add("--demo_image_size", type=int, default=100, help="demo scene: image width and height in pixels")
+    add("--demo_n_train", type=int, default=60, help="demo scene: number of training views")
+    add("--demo_n_test", type=int, default=8, help="demo scene: number of test views")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None):
+    """Parse flags and config file; reject values that cannot work, with the flag's name."""
+    parser = config_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        if exit_.code == 0:  # --help
+            raise
+        raise ConfigError("Invalid command line or config file (see the message above); "
+                          "every key must be one of the flags listed by --help.") from None
+    validate(args)
+    return args
+
+
+def validate(args) -> None:
+    positive = ("batch_size", "n_iters", "N_voxel_init", "N_voxel_final", "chunk_size", "featureC")
+    for name in positive:
+        if getattr(args, name) <= 0:
+            raise ConfigError(f"{name} must be positive, got {getattr(args, name)}.")
+    if args.N_voxel_final < args.N_voxel_init:
+        raise ConfigError(f"N_voxel_final ({args.N_voxel_final}) must not be smaller than "
+                          f"N_voxel_init ({args.N_voxel_init}).")
+    if args.step_ratio <= 0:
+        raise ConfigError(f"step_ratio must be positive, got {args.step_ratio}.")
+    if args.config is not None and not os.path.isfile(args.config):
+        raise ConfigError(f"Config file '{args.config}' does not exist.")

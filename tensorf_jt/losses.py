@@ -1,0 +1,25 @@
+"""Training losses and regularisers that do not depend on a particular decomposition."""
+from __future__ import annotations
+
+import math
+
+import jittor as jt
+
+
+def total_variation(grid: jt.Var) -> jt.Var:
+    """Reference ``TVLoss``: 2 * (mean squared vertical + horizontal difference) / batch.
+
+    grid: [B, C, H, W]. Means are over the differences that exist; a width-1 grid (a line)
+    contributes no horizontal term.
+    """
+    batch, channels, height, width = grid.shape
+    vertical = jt.sqr(grid[:, :, 1:, :] - grid[:, :, :-1, :]).sum()
+    horizontal = jt.sqr(grid[:, :, :, 1:] - grid[:, :, :, :-1]).sum() if width > 1 else 0.0
+    count_vertical = channels * (height - 1) * width
+    count_horizontal = max(channels * height * (width - 1), 1)
+    return 2.0 * (vertical / count_vertical + horizontal / count_horizontal) / batch
+
+
+def mse_to_psnr(mse: float) -> float:
+    """Peak signal-to-noise ratio in dB of images in [0, 1]."""
+    return -10.0 * math.log10(max(mse, 1e-12))

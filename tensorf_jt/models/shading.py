@@ -1,0 +1,103 @@
+"""Shading heads: appearance features (plus view direction) to RGB.
+
+Layer layout and parameter names follow the reference (``renderModule.mlp.{0,2,4}``) so that
+state dicts line up key for key.
+"""
+from __future__ import annotations
+
+import jittor as jt
+from jittor import nn
+
+from tensorf_jt.errors import ConfigError
+
+
+def positional_encoding(x: jt.Var, n_freqs: int) -> jt.Var:
+    """[N, D] -> [N, 2 * D * n_freqs]: sin then cos of x * 2^k, frequencies fastest per input dim."""
+    freqs = (2.0 ** jt.arange(n_freqs).float32()).reshape(1, 1, n_freqs)
+    scaled = (x.unsqueeze(-1) * freqs).reshape(x.shape[0], x.shape[1] * n_freqs)
+    return jt.concat([jt.sin(scaled), jt.cos(scaled)], dim=-1)
+
+
+class _MLPShader(nn.Module):
+    """Three-layer ReLU MLP ending in a sigmoid; subclasses choose what is encoded into it."""
+
+    def __init__(self, in_channels: int, featureC: int) -> None:
+        super().__init__()
+        self.in_mlpC = in_channels
+        self.mlp = nn.Sequential(
+            nn.Linear(in_channels, featureC),
+            nn.ReLU(),
+            nn.Linear(featureC, featureC),
+            nn.ReLU(),
+            nn.Linear(featureC, 3),
+        )
+        nn.init.constant_(self.mlp[4].bias, 0.0)
+
+    def mlp_inputs(self, pts: jt.Var, viewdirs: jt.Var, features: jt.Var) -> list[jt.Var]:
+        raise NotImplementedError
+
+    def execute(self, pts: jt.Var, viewdirs: jt.Var, features: jt.Var) -> jt.Var:
+        """pts: [N, 3] normalised positions; viewdirs: [N, 3]; features: [N, app_dim] -> rgb [N, 3]."""
+        return jt.sigmoid(self.mlp(jt.concat(self.mlp_inputs(pts, viewdirs, features), dim=-1)))
+
+
+class MLPRender_Fea(_MLPShader):
+    """Features, view direction and the positional encodings of both (reference ``MLPRender_Fea``)."""
+
+    def __init__(self, inChanel: int, viewpe: int = 6, feape: int = 6, featureC: int = 128) -> None:
+        super().__init__(2 * viewpe * 3 + 2 * feape * inChanel + 3 + inChanel, featureC)
+        self.viewpe, self.feape = viewpe, feape
+
+    def mlp_inputs(self, pts, viewdirs, features):
+        inputs = [features, viewdirs]
+        if self.feape > 0:
+            inputs.append(positional_encoding(features, self.feape))
+        if self.viewpe > 0:
+            inputs.append(positional_encoding(viewdirs, self.viewpe))
+        return inputs
+
+
+class MLPRender_PE(_MLPShader):
+    """Features, view direction and the encodings of position and view (reference ``MLPRender_PE``)."""
+
+    def __init__(self, inChanel: int, viewpe: int = 6, pospe: int = 6, featureC: int = 128) -> None:
+        super().__init__((3 + 2 * viewpe * 3) + (3 + 2 * pospe * 3) + inChanel, featureC)
+        self.viewpe, self.pospe = viewpe, pospe
+
+    def mlp_inputs(self, pts, viewdirs, features):
+        inputs = [features, viewdirs]
+        if self.pospe > 0:
+            inputs.append(positional_encoding(pts, self.pospe))
+        if self.viewpe > 0:
+            inputs.append(positional_encoding(viewdirs, self.viewpe))
+        return inputs
+
+
+class MLPRender(_MLPShader):
+    """Features, view direction and its encoding (reference ``MLPRender``)."""
+
+    def __init__(self, inChanel: int, viewpe: int = 6, featureC: int = 128) -> None:
+        super().__init__((3 + 2 * viewpe * 3) + inChanel, featureC)
+        self.viewpe = viewpe
+
+    def mlp_inputs(self, pts, viewdirs, features):
+        inputs = [features, viewdirs]
+        if self.viewpe > 0:
+            inputs.append(positional_encoding(viewdirs, self.viewpe))
+        return inputs
+
+
+SHADING_MODES = ("MLP_Fea", "MLP_PE", "MLP")
+
+
+def build_shader(shadingMode: str, app_dim: int, pos_pe: int, view_pe: int, fea_pe: int, featureC: int) -> nn.Module:
+    """The shading module named by ``shadingMode`` (the reference's ``init_render_func``)."""
+    if shadingMode == "MLP_Fea":
+        return MLPRender_Fea(app_dim, view_pe, fea_pe, featureC)
+    if shadingMode == "MLP_PE":
+        return MLPRender_PE(app_dim, view_pe, pos_pe, featureC)
+    if shadingMode == "MLP":
+        return MLPRender(app_dim, view_pe, featureC)
+    raise ConfigError(
+        f"shadingMode '{shadingMode}' is not supported; choose one of {', '.join(SHADING_MODES)}."
+    )

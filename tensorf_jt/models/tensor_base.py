@@ -1,0 +1,292 @@
+"""The radiance-field model around a tensor decomposition: sampling, masking, shading, compositing.
+
+``TensorBase`` owns everything that is not the decomposition itself (reference
+``models/tensorBase.py``): the scene box and its sampling step, the alpha grid, the shading
+head, and the forward pass that ties them together. Subclasses provide the field through two
+narrow calls -- normalised points [N, 3] in, density features [N] or appearance features
+[N, app_dim] out -- plus the grid operations (upsample, shrink) and the regularisers.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import jittor as jt
+from jittor import nn
+
+from tensorf_jt import compositing
+from tensorf_jt.alpha_grid import AlphaGridMask, binarize_alpha, occupied_bounds
+from tensorf_jt.errors import ConfigError
+from tensorf_jt.models.shading import build_shader
+from tensorf_jt.sampling import ray_box_intersection, sample_along_rays, sample_distances
+
+DENSITY_ACTIVATIONS = ("softplus", "relu")
+
+
+def _flat_indices(mask: jt.Var) -> jt.Var:
+    """Positions (int32) of the true entries of a boolean mask, flattened."""
+    return jt.where(mask.reshape(-1))[0]
+
+
+class TensorBase(nn.Module):
+    """Radiance field over an axis-aligned box, rendered by ray marching.
+
+    Constructor arguments are the reference's ``get_kwargs`` keys, so a checkpoint's kwargs
+    rebuild the model (``device`` is gone: Jittor places Vars by ``jt.flags.use_cuda``).
+    """
+
+    # Which grid axes each of the three planes spans and which axis its line runs along.
+    matMode = ((0, 1), (0, 2), (1, 2))
+    vecMode = (2, 1, 0)
+
+    def __init__(
+        self,
+        aabb,
+        gridSize,
+        density_n_comp=8,
+        appearance_n_comp=24,
+        app_dim: int = 27,
+        shadingMode: str = "MLP_PE",
+        alphaMask: AlphaGridMask | None = None,
+        near_far=(2.0, 6.0),
+        density_shift: float = -10,
+        alphaMask_thres: float = 0.001,
+        distance_scale: float = 25,
+        rayMarch_weight_thres: float = 0.0001,
+        pos_pe: int = 6,
+        view_pe: int = 6,
+        fea_pe: int = 6,
+        featureC: int = 128,
+        step_ratio: float = 2.0,
+        fea2denseAct: str = "softplus",
+    ) -> None:
+        super().__init__()
+        if fea2denseAct not in DENSITY_ACTIVATIONS:
+            raise ConfigError(
+                f"fea2denseAct '{fea2denseAct}' is not supported; choose one of {', '.join(DENSITY_ACTIVATIONS)}."
+            )
+        self.density_n_comp = self._per_axis(density_n_comp, "n_lamb_sigma")
+        self.app_n_comp = self._per_axis(appearance_n_comp, "n_lamb_sh")
+        self.app_dim = int(app_dim)
+        self.alphaMask = alphaMask
+        self.density_shift = float(density_shift)
+        self.alphaMask_thres = float(alphaMask_thres)
+        self.distance_scale = float(distance_scale)
+        self.rayMarch_weight_thres = float(rayMarch_weight_thres)
+        self.fea2denseAct = fea2denseAct
+        self.near_far = [float(near_far[0]), float(near_far[1])]
+        self.step_ratio = float(step_ratio)
+        self.set_aabb(aabb)
+        self.update_stepSize(gridSize)
+
+        self.init_svd_volume()
+
+        self.shadingMode, self.pos_pe, self.view_pe, self.fea_pe, self.featureC = (
+            shadingMode, int(pos_pe), int(view_pe), int(fea_pe), int(featureC))
+        self.renderModule = build_shader(shadingMode, self.app_dim, self.pos_pe, self.view_pe, self.fea_pe, self.featureC)
+
+    @staticmethod
+    def _per_axis(n_comp, flag: str) -> list[int]:
+        values = [int(n_comp)] * 3 if np.isscalar(n_comp) else [int(c) for c in n_comp]
+        if len(values) == 1:
+            values = values * 3
+        if len(values) != 3 or min(values) <= 0:
+            raise ConfigError(f"{flag} must give 1 or 3 positive component counts, got {list(values)}.")
+        return values
+
+    # ----------------------------------------------------------------- geometry
+    def set_aabb(self, aabb) -> None:
+        """Set the scene box ([2, 3]; numpy, list or Var). Kept as float32 numpy plus a Var copy."""
+        aabb = aabb.numpy() if isinstance(aabb, jt.Var) else np.asarray(aabb)
+        self.aabb = aabb.astype(np.float32).reshape(2, 3)
+        self._aabb_var = jt.array(self.aabb).stop_grad()
+        self.aabbSize = self.aabb[1] - self.aabb[0]
+        self.invaabbSize = np.float32(2.0) / self.aabbSize
+        self._inv_half_size_var = jt.array(self.invaabbSize).stop_grad()
+
+    def update_stepSize(self, gridSize) -> None:
+        """Grid resolution changed: recompute voxel size, marching step and samples per ray.
+
+        Done in float32, as the reference does with torch tensors, so step counts agree exactly.
+        """
+        self.gridSize = [int(g) for g in gridSize]
+        self.units = self.aabbSize / (np.asarray(self.gridSize, dtype=np.float32) - np.float32(1))
+        self.stepSize = float(np.mean(self.units, dtype=np.float32) * np.float32(self.step_ratio))
+        self.aabbDiag = float(np.sqrt(np.sum(np.square(self.aabbSize), dtype=np.float32)))
+        self.nSamples = int(np.float32(self.aabbDiag) / np.float32(self.stepSize)) + 1
+
+    def normalize_coord(self, xyz: jt.Var) -> jt.Var:
+        """World points [N, 3] -> box coordinates in [-1, 1]."""
+        return (xyz - self._aabb_var[0]) * self._inv_half_size_var - 1.0
+
+    # ---------------------------------------------------------- field interface
+    def init_svd_volume(self) -> None:
+        raise NotImplementedError
+
+    def compute_densityfeature(self, xyz_normed: jt.Var) -> jt.Var:
+        """Normalised points [N, 3] -> density features [N]."""
+        raise NotImplementedError
+
+    def compute_appfeature(self, xyz_normed: jt.Var) -> jt.Var:
+        """Normalised points [N, 3] -> appearance features [N, app_dim]."""
+        raise NotImplementedError
+
+    def upsample_volume_grid(self, res_target) -> None:
+        raise NotImplementedError
+
+    def shrink(self, new_aabb: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def get_optparam_groups(self, lr_init_spatialxyz: float = 0.02, lr_init_network: float = 0.001) -> list[dict]:
+        raise NotImplementedError
+
+    def feature2density(self, density_features: jt.Var) -> jt.Var:
+        if self.fea2denseAct == "softplus":
+            return nn.softplus(density_features + self.density_shift)
+        return nn.relu(density_features)
+
+    # -------------------------------------------------------------- persistence
+    def get_kwargs(self) -> dict:
+        """Everything the constructor needs to rebuild this model (reference ``get_kwargs``)."""
+        return {
+            "aabb": jt.array(self.aabb),
+            "gridSize": list(self.gridSize),
+            "density_n_comp": list(self.density_n_comp),
+            "appearance_n_comp": list(self.app_n_comp),
+            "app_dim": self.app_dim,
+            "density_shift": self.density_shift,
+            "alphaMask_thres": self.alphaMask_thres,
+            "distance_scale": self.distance_scale,
+            "rayMarch_weight_thres": self.rayMarch_weight_thres,
+            "fea2denseAct": self.fea2denseAct,
+            "near_far": list(self.near_far),
+            "step_ratio": self.step_ratio,
+            "shadingMode": self.shadingMode,
+            "pos_pe": self.pos_pe,
+            "view_pe": self.view_pe,
+            "fea_pe": self.fea_pe,
+            "featureC": self.featureC,
+        }
+
+    # ------------------------------------------------------------- alpha grid
+    def compute_alpha(self, xyz: jt.Var, length: float = 1.0) -> jt.Var:
+        """Opacity of a segment of ``length`` at world points [N, 3] -> [N]; zero outside the mask."""
+        if self.alphaMask is not None:
+            index = _flat_indices(self.alphaMask.sample_alpha(xyz) > 0)
+        else:
+            index = jt.arange(xyz.shape[0]).int32()
+        sigma = jt.zeros(xyz.shape[0], dtype="float32")
+        if index.shape[0] > 0:
+            features = self.compute_densityfeature(self.normalize_coord(xyz[index]))
+            sigma[index] = self.feature2density(features)
+        return 1.0 - jt.exp(-sigma * length)
+
+    def getDenseAlpha(self, gridSize=None, chunk: int = 1 << 18) -> tuple[jt.Var, jt.Var]:
+        """Opacity on a regular grid spanning the box; returns alpha [X, Y, Z] and points [X, Y, Z, 3]."""
+        gridSize = self.gridSize if gridSize is None else [int(g) for g in gridSize]
+        with jt.no_grad():
+            axes = [jt.linspace(0.0, 1.0, int(n)) for n in gridSize]
+            samples = jt.stack(jt.meshgrid(*axes), dim=-1)
+            dense_xyz = self._aabb_var[0] * (1.0 - samples) + self._aabb_var[1] * samples
+            flat = dense_xyz.reshape(-1, 3)
+            parts = [
+                self.compute_alpha(flat[start:start + chunk], self.stepSize)
+                for start in range(0, flat.shape[0], chunk)
+            ]
+            alpha = jt.concat(parts, dim=0).reshape(gridSize)
+            alpha.sync()
+        return alpha.stop_grad(), dense_xyz.stop_grad()
+
+    def updateAlphaMask(self, gridSize=(200, 200, 200)) -> np.ndarray | None:
+        """Rebuild the alpha grid from the current field; return the tight box around occupied space.
+
+        When nothing is occupied the previous mask is kept and None is returned, with a warning,
+        rather than masking out every sample (which would stop training for good).
+        """
+        with jt.no_grad():
+            alpha, dense_xyz = self.getDenseAlpha(gridSize)
+            occupancy = binarize_alpha(alpha, self.alphaMask_thres)
+            bounds = occupied_bounds(occupancy, dense_xyz)
+            if bounds is None:
+                warnings.warn(
+                    f"The alpha mask is empty: no voxel of the {list(gridSize)} grid reaches opacity "
+                    f"{self.alphaMask_thres}. Keeping the previous mask and box; if this persists, lower "
+                    "alpha_mask_thre or train longer before the first update_AlphaMask_list entry."
+                )
+                return None
+            self.alphaMask = AlphaGridMask(self._aabb_var.clone(), occupancy)
+            return bounds.numpy().astype(np.float32)
+
+    # ----------------------------------------------------------- ray filtering
+    def filtering_rays(
+        self, all_rays: np.ndarray, all_rgbs: np.ndarray, N_samples: int = 256,
+        chunk: int = 10240 * 5, bbox_only: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Drop training rays that cannot see anything (reference ``filtering_rays``).
+
+        ``bbox_only`` keeps rays that cross the box; otherwise rays that meet the alpha grid.
+        Returns the kept rays and colours (numpy, the training set lives on the host). If no
+        ray would remain, all are kept and a warning says so.
+        """
+        keep = np.zeros(all_rays.shape[0], dtype=bool)
+        with jt.no_grad():
+            for start in range(0, all_rays.shape[0], chunk):
+                rays = jt.array(all_rays[start:start + chunk])
+                rays_o, rays_d = rays[:, :3], rays[:, 3:6]
+                if bbox_only or self.alphaMask is None:
+                    t_enter, t_exit = ray_box_intersection(rays_o, rays_d, self._aabb_var)
+                    hit = t_exit > t_enter
+                else:
+                    xyz, _, _ = sample_along_rays(rays_o, rays_d, self._aabb_var, self.near_far,
+                                                  self.stepSize, N_samples, jitter=False)
+                    alpha = self.alphaMask.sample_alpha(xyz.reshape(-1, 3)).reshape(xyz.shape[:2])
+                    hit = (alpha > 0).any(-1)
+                keep[start:start + rays.shape[0]] = hit.numpy()
+        if not keep.any():
+            warnings.warn("Ray filtering would remove every training ray; keeping them all. "
+                          "Check the dataset's scene box and camera poses.")
+            return all_rays, all_rgbs
+        return all_rays[keep], all_rgbs[keep]
+
+    # ------------------------------------------------------------------ forward
+    def execute(
+        self, rays_chunk: jt.Var, white_bg: bool = True, is_train: bool = False, N_samples: int = -1
+    ) -> tuple[jt.Var, jt.Var]:
+        """Render rays [R, 6] (origin, direction) -> rgb_map [R, 3], depth_map [R].
+
+        Follows the reference's ``TensorBase.forward``: march the box, drop samples outside
+        it or outside the alpha grid, evaluate density where samples remain, composite, and
+        shade only samples whose weight exceeds ``rayMarch_weight_thres``.
+        """
+        n_samples = N_samples if N_samples > 0 else self.nSamples
+        rays_o, viewdirs = rays_chunk[:, :3], rays_chunk[:, 3:6]
+        xyz, z_vals, inside = sample_along_rays(
+            rays_o, viewdirs, self._aabb_var, self.near_far, self.stepSize, n_samples, jitter=is_train)
+        dists = sample_distances(z_vals)
+        n_rays = rays_chunk.shape[0]
+        xyz = xyz.reshape(-1, 3)
+
+        valid = _flat_indices(inside)
+        if self.alphaMask is not None and valid.shape[0] > 0:
+            valid = valid[_flat_indices(self.alphaMask.sample_alpha(xyz[valid]) > 0)]
+
+        sigma = jt.zeros(n_rays * n_samples, dtype="float32")
+        if valid.shape[0] > 0:
+            density_features = self.compute_densityfeature(self.normalize_coord(xyz[valid]))
+            sigma[valid] = self.feature2density(density_features)
+        sigma = sigma.reshape(n_rays, n_samples)
+
+        _, weights, _ = compositing.raw2alpha(sigma, dists * self.distance_scale)
+
+        shaded = _flat_indices(weights > self.rayMarch_weight_thres)
+        rgb = jt.zeros((n_rays * n_samples, 3), dtype="float32")
+        if shaded.shape[0] > 0:
+            points = self.normalize_coord(xyz[shaded])
+            app_features = self.compute_appfeature(points)
+            ray_of_sample = shaded // n_samples
+            rgb[shaded] = self.renderModule(points, viewdirs[ray_of_sample], app_features)
+        rgb = rgb.reshape(n_rays, n_samples, 3)
+
+        white = white_bg or (is_train and float(np.random.rand()) < 0.5)
+        rgb_map, depth_map, _ = compositing.accumulate(weights, rgb, z_vals, rays_chunk[:, -1], white)
+        return rgb_map, depth_map

@@ -1,0 +1,56 @@
+"""Camera rays: pixel directions and their transformation to world space.
+
+Camera math runs in float64 numpy (it happens once per image, at load time) and is cast to
+float32 explicitly where rays are handed to Jittor. Directions are in the OpenCV camera frame
+(x right, y down, z forward); Blender/OpenGL camera-to-world matrices (x right, y up, z back)
+are converted with ``BLENDER_TO_OPENCV``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# Right-multiplying a Blender/OpenGL camera-to-world matrix by this flips the camera's y and z
+# axes, giving the OpenCV convention the direction grid uses.
+BLENDER_TO_OPENCV = np.diag([1.0, -1.0, -1.0, 1.0])
+
+
+def focal_from_fov(width: int, camera_angle_x: float) -> float:
+    """Focal length in pixels of a pinhole camera ``width`` pixels wide with horizontal FOV (radians)."""
+    return 0.5 * width / np.tan(0.5 * camera_angle_x)
+
+
+def get_ray_directions(height: int, width: int, focal, center=None) -> np.ndarray:
+    """Camera-frame direction through each pixel centre, [H, W, 3] float64 (z component 1).
+
+    focal: (fx, fy) in pixels; center: principal point (cx, cy), default the image centre.
+    """
+    fx, fy = focal
+    cx, cy = center if center is not None else (width / 2.0, height / 2.0)
+    i, j = np.meshgrid(np.arange(width, dtype=np.float64) + 0.5,
+                       np.arange(height, dtype=np.float64) + 0.5, indexing="xy")
+    return np.stack([(i - cx) / fx, (j - cy) / fy, np.ones_like(i)], axis=-1)
+
+
+def get_rays(directions: np.ndarray, c2w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """World-space rays for every pixel: origins and directions, each [H*W, 3] float64.
+
+    directions: [H, W, 3] camera-frame directions; c2w: [3, 4] or [4, 4] OpenCV-convention
+    camera-to-world matrix. Directions are rotated, not renormalised.
+    """
+    c2w = np.asarray(c2w, dtype=np.float64)
+    rays_d = directions.reshape(-1, 3) @ c2w[:3, :3].T
+    rays_o = np.broadcast_to(c2w[:3, 3], rays_d.shape).copy()
+    return rays_o, rays_d
+
+
+def blender_pose_to_opencv(transform_matrix) -> np.ndarray:
+    """A NeRF-synthetic ``transform_matrix`` (Blender camera-to-world) in the OpenCV convention, [4, 4]."""
+    return np.asarray(transform_matrix, dtype=np.float64) @ BLENDER_TO_OPENCV
+
+
+def camera_rays(height: int, width: int, focal: float, c2w_opencv: np.ndarray) -> np.ndarray:
+    """Rays [H*W, 6] float32 (origin, unit direction) of a pinhole camera (the blender loader's)."""
+    directions = get_ray_directions(height, width, (focal, focal))
+    directions = directions / np.linalg.norm(directions, axis=-1, keepdims=True)
+    rays_o, rays_d = get_rays(directions, c2w_opencv)
+    return np.concatenate([rays_o, rays_d], axis=1).astype(np.float32)

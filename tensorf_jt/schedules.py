@@ -1,0 +1,89 @@
+"""Training schedules: grid resolutions, samples per ray, learning-rate decay, loss weights.
+
+The reference computes these with float32 torch tensors; they are mirrored here in float32
+numpy so that every resolution and sample count comes out identical (e.g. lego's
+``N_voxel_init = 2097156``, 128^3 + 4, exists to survive that float32 cube root).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def N_to_reso(n_voxels: int, bbox) -> list[int]:
+    """Per-axis resolution giving ~``n_voxels`` cubic voxels in the box ``bbox`` [2, 3].
+
+    float32 like the reference's tensors; the division by the voxel count and the cube root
+    round once to float32, as torch's scalar arithmetic does.
+    """
+    bbox = np.asarray(bbox, dtype=np.float32)
+    extent = bbox[1] - bbox[0]
+    volume = np.float32(np.float32(extent[0] * extent[1]) * extent[2])
+    per_voxel = np.float32(np.float64(volume) / np.float64(n_voxels))
+    voxel_size = np.float32(np.float64(per_voxel) ** (1.0 / 3.0))
+    return [int(r) for r in (extent / voxel_size).astype(np.int64)]
+
+
+def cal_n_samples(reso, step_ratio: float = 0.5) -> int:
+    """Samples per ray that cover the grid's diagonal at ``step_ratio`` voxels per step."""
+    return int(np.linalg.norm(reso) / step_ratio)
+
+
+def voxel_counts(N_voxel_init: int, N_voxel_final: int, n_upsamples: int) -> list[int]:
+    """Voxel totals after each upsampling step, evenly spaced in log space (init excluded).
+
+    Mirrors ``round(exp(torch.linspace(log(init), log(final), n + 1)))`` in float32, including
+    how torch's linspace fills its second half backwards from the end point; e.g. lego's final
+    count is 26999994, so its last grid is 299^3, not 300^3.
+    """
+    start, end = np.float32(np.log(N_voxel_init)), np.float32(np.log(N_voxel_final))
+    steps = n_upsamples + 1
+    if steps == 1:
+        return []
+    step = (end - start) / np.float32(steps - 1)
+    logs = np.array([start + np.float32(i) * step if i < steps // 2 else end - np.float32(steps - 1 - i) * step
+                     for i in range(steps)], dtype=np.float32)
+    counts = np.exp(logs.astype(np.float64)).astype(np.float32)
+    return [int(v) for v in np.round(counts).astype(np.int64)][1:]
+
+
+def lr_decay_factor(target_ratio: float, decay_iters: int) -> float:
+    """Per-iteration multiplier that takes a learning rate to ``target_ratio`` of itself in ``decay_iters``."""
+    return float(target_ratio ** (1.0 / decay_iters))
+
+
+@dataclass
+class TrainingSchedule:
+    """When the trainer's events fire, and the grid size each upsampling step reaches.
+
+    ``upsamp_list`` iterations grow the grid to the next entry of ``voxel_targets``;
+    ``update_AlphaMask_list`` iterations rebuild the alpha grid, the first also shrinking the
+    box and switching the L1 weight, the second also filtering the training rays.
+    """
+
+    upsamp_list: list[int] = field(default_factory=list)
+    update_AlphaMask_list: list[int] = field(default_factory=list)
+    voxel_targets: list[int] = field(default_factory=list)
+
+    @classmethod
+    def from_args(cls, args) -> "TrainingSchedule":
+        upsamp = list(args.upsamp_list or [])
+        masks = list(args.update_AlphaMask_list or [])
+        return cls(upsamp, masks, voxel_counts(args.N_voxel_init, args.N_voxel_final, len(upsamp)))
+
+    def updates_alpha_mask(self, iteration: int) -> bool:
+        return iteration in self.update_AlphaMask_list
+
+    def shrinks(self, iteration: int) -> bool:
+        return bool(self.update_AlphaMask_list) and iteration == self.update_AlphaMask_list[0]
+
+    def filters_rays(self, iteration: int) -> bool:
+        return len(self.update_AlphaMask_list) > 1 and iteration == self.update_AlphaMask_list[1]
+
+    def upsamples(self, iteration: int) -> bool:
+        return iteration in self.upsamp_list
+
+    def voxels_after_upsample(self, iteration: int) -> int:
+        """Voxel total the grid grows to at upsampling iteration ``iteration``."""
+        return self.voxel_targets[sorted(self.upsamp_list).index(iteration)]

@@ -1,0 +1,48 @@
+"""Shared fixtures. Importing ``tensorf_jt`` first configures Jittor for this machine."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tensorf_jt  # noqa: F401  (must precede any jittor import)
+import jittor as jt
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    jt.sync_all()
+    jt.set_global_seed(0)
+    yield
+
+
+@pytest.fixture(scope="session")
+def tiny_scene(tmp_path_factory) -> str:
+    """A 24x24-pixel demo scene with 6 training and 2 test views, generated once per session."""
+    from tensorf_jt.dataLoader.demo_scene import DemoSceneSpec, generate
+
+    root = tmp_path_factory.mktemp("scene") / "demo"
+    return generate(str(root), DemoSceneSpec(image_size=24, n_train=6, n_val=1, n_test=2, supersampling=2))
+
+
+def run_python(args: list[str], cwd: Path | str = REPO_ROOT, env: dict | None = None, timeout: int = 900):
+    """Run ``python args...`` in a subprocess with this interpreter; returns CompletedProcess."""
+    import subprocess
+
+    from tensorf_jt.bootstrap import CHOSEN_ENV
+
+    full_env = {k: v for k, v in os.environ.items() if k not in CHOSEN_ENV}
+    full_env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def np_rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
