@@ -40,24 +40,24 @@ class AlphaGridMask:
         return float(self.alpha_volume.mean().item())
 
     def packed(self) -> dict[str, object]:
-        """Checkpoint entries in the reference's layout: shape, bit-packed mask, aabb.
+        """Checkpoint entries in the reference's layout: shape (1, 1, Z, Y, X), bit-packed mask, aabb.
 
         The bits are packed with numpy (as the reference does) and stored back as a uint8 Var so
         a loaded checkpoint holds Vars only.
         """
         volume = self.alpha_volume.numpy() > 0.5
         return {
-            "alphaMask.shape": tuple(int(s) for s in volume.shape),
+            "alphaMask.shape": (1, 1) + tuple(int(s) for s in volume.shape),
             "alphaMask.mask": jt.array(np.packbits(volume.reshape(-1))),
             "alphaMask.aabb": self.aabb.clone(),
         }
 
     @classmethod
     def unpacked(cls, shape: tuple[int, ...], bits: jt.Var | np.ndarray, aabb: jt.Var) -> "AlphaGridMask":
-        """Inverse of ``packed``."""
+        """Inverse of ``packed``; ``shape`` may also be a bare (Z, Y, X)."""
         bits = bits.numpy() if isinstance(bits, jt.Var) else np.asarray(bits)
         count = int(np.prod(shape))
-        volume = np.unpackbits(bits.astype(np.uint8))[:count].reshape(shape).astype(np.float32)
+        volume = np.unpackbits(bits.astype(np.uint8))[:count].reshape(tuple(shape)[-3:]).astype(np.float32)
         aabb = aabb if isinstance(aabb, jt.Var) else jt.array(np.asarray(aabb, dtype=np.float32))
         return cls(aabb, jt.array(volume))
 

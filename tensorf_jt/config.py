@@ -110,8 +110,17 @@ def config_parser() -> configargparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: list[str] | None = None):
-    """Parse flags and config file; reject values that cannot work, with the flag's name."""
+# Reference features this build does not implement yet: refuse them instead of ignoring them.
+UNSUPPORTED = {
+    "ndc_ray": "NDC rays (forward-facing LLFF scenes) are not implemented yet",
+    "render_path": "camera-path rendering is not implemented yet",
+    "export_mesh": "mesh export is not implemented yet",
+}
+
+
+def parse_args_and_sources(argv: list[str] | None = None):
+    """Parse flags and config file; return the namespace and the names set explicitly
+    (on the command line or in the config file), and reject values that cannot work."""
     parser = config_parser()
     try:
         args = parser.parse_args(argv)
@@ -121,14 +130,36 @@ def parse_args(argv: list[str] | None = None):
         raise ConfigError("Invalid command line or config file (see the message above); "
                           "every key must be one of the flags listed by --help.") from None
     validate(args)
-    return args
+    return args, _explicit_names(parser)
+
+
+def parse_args(argv: list[str] | None = None):
+    """Parsed and validated flags (see ``parse_args_and_sources``)."""
+    return parse_args_and_sources(argv)[0]
+
+
+def _explicit_names(parser: configargparse.ArgumentParser) -> set[str]:
+    names = set()
+    for source, settings in parser.get_source_to_settings_dict().items():
+        if source == "command_line":
+            for _, tokens in settings.values():
+                names.update(t[2:].split("=")[0] for t in tokens if t.startswith("--"))
+        elif source.startswith("config_file"):
+            names.update(key.replace("-", "_") for key in settings)
+    return names
 
 
 def validate(args) -> None:
-    positive = ("batch_size", "n_iters", "N_voxel_init", "N_voxel_final", "chunk_size", "featureC")
+    positive = ("batch_size", "n_iters", "N_voxel_init", "N_voxel_final", "chunk_size", "featureC",
+                "progress_refresh_rate")
     for name in positive:
         if getattr(args, name) <= 0:
             raise ConfigError(f"{name} must be positive, got {getattr(args, name)}.")
+    if args.N_vis != 0 and args.vis_every <= 0:
+        raise ConfigError(f"vis_every must be positive when N_vis is not 0, got {args.vis_every}.")
+    for name, reason in UNSUPPORTED.items():
+        if getattr(args, name):
+            raise ConfigError(f"{name} = {getattr(args, name)}: {reason}; set it to 0.")
     if args.N_voxel_final < args.N_voxel_init:
         raise ConfigError(f"N_voxel_final ({args.N_voxel_final}) must not be smaller than "
                           f"N_voxel_init ({args.N_voxel_init}).")

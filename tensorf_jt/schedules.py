@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tensorf_jt.torch_numerics import linspace_f32
+
 
 def N_to_reso(n_voxels: int, bbox) -> list[int]:
     """Per-axis resolution giving ~``n_voxels`` cubic voxels in the box ``bbox`` [2, 3].
@@ -37,13 +39,7 @@ def voxel_counts(N_voxel_init: int, N_voxel_final: int, n_upsamples: int) -> lis
     how torch's linspace fills its second half backwards from the end point; e.g. lego's final
     count is 26999994, so its last grid is 299^3, not 300^3.
     """
-    start, end = np.float32(np.log(N_voxel_init)), np.float32(np.log(N_voxel_final))
-    steps = n_upsamples + 1
-    if steps == 1:
-        return []
-    step = (end - start) / np.float32(steps - 1)
-    logs = np.array([start + np.float32(i) * step if i < steps // 2 else end - np.float32(steps - 1 - i) * step
-                     for i in range(steps)], dtype=np.float32)
+    logs = linspace_f32(np.log(N_voxel_init), np.log(N_voxel_final), n_upsamples + 1)
     counts = np.exp(logs.astype(np.float64)).astype(np.float32)
     return [int(v) for v in np.round(counts).astype(np.int64)][1:]
 

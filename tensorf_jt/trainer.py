@@ -167,16 +167,29 @@ class Trainer:
             if int(np.prod(self.reso_cur)) < 256 ** 3:
                 self.reso_mask = self.reso_cur
             new_aabb = self.model.updateAlphaMask(tuple(self.reso_mask))
-            self.events.append((iteration, f"alpha mask {list(self.reso_mask)}"))
+            if new_aabb is not None:
+                occupied = 100 * self.model.alphaMask.occupied_fraction()
+                self.events.append((iteration, f"alpha mask {list(self.reso_mask)}, {occupied:.1f}% occupied"))
             if self.schedule.shrinks(iteration):
                 if new_aabb is not None:
                     self.model.shrink(new_aabb)
+                    self._restart_optimizer_keeping_lr()
                     self.events.append((iteration, f"shrink to grid {self.model.gridSize}"))
                 self.L1_reg_weight = self.args.L1_weight_rest
             if self.schedule.filters_rays(iteration) and not self.args.ndc_ray:
                 rays, rgbs = self.model.filtering_rays(self.ray_batches.rays, self.ray_batches.rgbs)
                 self._set_training_rays(rays, rgbs)
                 self.events.append((iteration, f"ray filtering kept {rays.shape[0]} rays"))
+
+    def _restart_optimizer_keeping_lr(self) -> None:
+        """New Adam over the model's current tensors at the current learning rates.
+
+        Shrinking replaces every plane and line; an optimizer still holding the old ones would
+        leave the new ones untrained until the next upsample (the reference does exactly that
+        when a shrink does not coincide with an upsample, as it does for lego).
+        """
+        groups = self.optimizer.param_groups
+        self.optimizer = make_optimizer(self.model, groups[0]["lr"], groups[-1]["lr"])
 
     def upsample(self, iteration: int) -> None:
         args = self.args

@@ -40,7 +40,7 @@ def test_sample_alpha_is_trilinear_over_the_box():
 def test_pack_round_trip_is_exact():
     volume = (np.random.default_rng(0).uniform(size=(5, 6, 7)) > 0.6).astype(np.float32)
     packed = AlphaGridMask(jt.array(AABB), jt.array(volume)).packed()
-    assert isinstance(packed["alphaMask.mask"], jt.Var) and packed["alphaMask.shape"] == (5, 6, 7)
+    assert isinstance(packed["alphaMask.mask"], jt.Var) and packed["alphaMask.shape"] == (1, 1, 5, 6, 7)
     restored = AlphaGridMask.unpacked(packed["alphaMask.shape"], packed["alphaMask.mask"], packed["alphaMask.aabb"])
     np.testing.assert_array_equal(restored.alpha_volume.numpy(), volume)
     np.testing.assert_array_equal(restored.aabb.numpy(), AABB)

@@ -20,6 +20,9 @@ def assert_clean_failure(result, *fragments):
     (["--config", "configs/lego.txt", "--model_name", "TensorXY"], ["model_name 'TensorXY' is not supported"]),
     (["--config", "{tmp}/unknown.txt"], ["every key must be one of the flags"]),
     (["--config", "{tmp}/no_such_config.txt"], ["no_such_config.txt"]),
+    (["--config", "configs/lego.txt", "--ndc_ray", "1"], ["ndc_ray = 1: NDC rays", "set it to 0"]),
+    (["--config", "configs/lego.txt", "--vis_every", "0"], ["vis_every must be positive"]),
+    (["--config", "configs/lego.txt", "--render_only", "1", "--render_test", "0"], ["renders nothing"]),
 ])
 def test_train_rejects_bad_input(tmp_path, argv, fragments):
     (tmp_path / "unknown.txt").write_text("expname = x\nlearning_speed = 3\n")

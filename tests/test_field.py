@@ -94,3 +94,14 @@ def test_regularisers_match_numpy():
         gram = v @ v.T
         ortho += np.abs(gram[~np.eye(len(v), dtype=bool)]).mean()
     np.testing.assert_allclose(model.vector_comp_diffs().item(), ortho, rtol=1e-5)
+
+
+def test_shrink_to_a_flat_region_keeps_two_voxels():
+    model = tiny_model(grid=(10, 10, 10))
+    voxel = 3.0 / 9
+    flat = np.array([[-1.5 + 2 * voxel, -1.5 + 3 * voxel, -1.5 + 9 * voxel],
+                     [-1.5 + 5 * voxel, -1.5 + 6 * voxel, -1.5 + 9 * voxel]], np.float32)  # z: one layer, at the top
+    model.shrink(flat)
+    assert model.gridSize == [4, 4, 2]
+    np.testing.assert_allclose(model.aabb[:, 2], [-1.5 + 8 * voxel, 1.5], atol=1e-6)
+    assert np.isfinite(model.stepSize) and model.stepSize > 0

@@ -10,7 +10,7 @@ import os
 import sys
 
 from tensorf_jt.cli import run_cli
-from tensorf_jt.config import config_parser, parse_args
+from tensorf_jt.config import parse_args_and_sources
 from tensorf_jt.errors import ConfigError
 
 # Flags whose value we take from the checkpoint's training run unless given explicitly.
@@ -18,14 +18,11 @@ _INHERITED = ("dataset_name", "datadir", "downsample_train", "downsample_test",
               "demo_image_size", "demo_n_train", "demo_n_test", "chunk_size")
 
 
-def _explicit_flags(args) -> set[str]:
-    """Flags set on the command line or in a config file (their value differs from the default)."""
-    defaults = vars(config_parser().parse_args([]))
-    return {name for name, value in vars(args).items() if defaults.get(name) != value}
+def render_checkpoint(args, explicit: set[str] = frozenset()) -> dict:
+    """Render the splits ``args`` asks for from ``args.ckpt``; returns {split: metrics summary}.
 
-
-def render_checkpoint(args) -> dict:
-    """Render the splits ``args`` asks for from ``args.ckpt``; returns {split: metrics summary}."""
+    Dataset flags not in ``explicit`` (the names the user set) come from the checkpoint's run.
+    """
     from tensorf_jt.checkpoint import load_checkpoint
     from tensorf_jt.dataLoader import load_split, prepare_dataset
     from tensorf_jt.evaluation import evaluate
@@ -34,7 +31,6 @@ def render_checkpoint(args) -> dict:
         raise ConfigError("--ckpt is required: the checkpoint (.th) to render.")
     model, ckpt = load_checkpoint(args.ckpt, args.model_name)
     trained_with = ckpt.get("train_args", {})
-    explicit = _explicit_flags(args)
     for name in _INHERITED:
         if name not in explicit and name in trained_with:
             setattr(args, name, trained_with[name])
@@ -57,10 +53,10 @@ def render_checkpoint(args) -> dict:
 
 
 def _main(argv: list[str]) -> int:
-    args = parse_args(argv)
+    args, explicit = parse_args_and_sources(argv)
     if not args.render_train:
         args.render_test = 1
-    render_checkpoint(args)
+    render_checkpoint(args, explicit)
     return 0
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from tensorf_jt.cli import run_cli
-from tensorf_jt.config import DEMO_CONFIG, parse_args
+from tensorf_jt.config import DEMO_CONFIG, parse_args_and_sources
 from tensorf_jt.errors import ConfigError
 
 
@@ -17,10 +17,12 @@ def _main(argv: list[str]) -> int:
             raise ConfigError(f"No arguments given and the demo config '{DEMO_CONFIG}' is missing; "
                               "pass --config FILE.")
         argv = ["--config", str(DEMO_CONFIG)]
-    args = parse_args(argv)
+    args, explicit = parse_args_and_sources(argv)
     if args.render_only:
+        if not (args.render_test or args.render_train):
+            raise ConfigError("render_only = 1 renders nothing without --render_test 1 or --render_train 1.")
         from tensorf_jt.cli.render import render_checkpoint
-        render_checkpoint(args)
+        render_checkpoint(args, explicit)
         return 0
     from tensorf_jt.trainer import train
     result = train(args)

@@ -61,16 +61,13 @@ class BlenderDataset:
     white_bg = True
 
     def __init__(self, datadir: str, split: str = "train", downsample: float = 1.0,
-                 is_stack: bool = False, N_vis: int = -1) -> None:
+                 is_stack: bool = False) -> None:
         if downsample <= 0:
             raise DatasetError(f"downsample must be positive, got {downsample}.")
         self.root_dir, self.split, self.is_stack = datadir, split, is_stack
         self.downsample = float(downsample)
         meta = self._read_meta(os.path.join(datadir, f"transforms_{split}.json"))
-        frames = meta["frames"]
-        if N_vis > 0:
-            frames = frames[:: max(len(frames) // N_vis, 1)]
-        self._load_frames(meta["camera_angle_x"], frames)
+        self._load_frames(meta["camera_angle_x"], meta["frames"])
 
     @staticmethod
     def _read_meta(path: str) -> dict:

@@ -19,6 +19,7 @@ from tensorf_jt.alpha_grid import AlphaGridMask, binarize_alpha, occupied_bounds
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.models.shading import build_shader
 from tensorf_jt.sampling import ray_box_intersection, sample_along_rays, sample_distances
+from tensorf_jt.torch_numerics import linspace_f32
 
 DENSITY_ACTIVATIONS = ("softplus", "relu")
 
@@ -185,9 +186,12 @@ class TensorBase(nn.Module):
         """Opacity on a regular grid spanning the box; returns alpha [X, Y, Z] and points [X, Y, Z, 3]."""
         gridSize = self.gridSize if gridSize is None else [int(g) for g in gridSize]
         with jt.no_grad():
-            axes = [jt.linspace(0.0, 1.0, int(n)) for n in gridSize]
+            axes = [jt.array(linspace_f32(0.0, 1.0, int(n))) for n in gridSize]
             samples = jt.stack(jt.meshgrid(*axes), dim=-1)
-            dense_xyz = self._aabb_var[0] * (1.0 - samples) + self._aabb_var[1] * samples
+            # Each product rounded on its own (no fused multiply-add), as in torch: the box the
+            # first mask update shrinks to is built from these coordinates.
+            dense_xyz = ((self._aabb_var[0] * (1.0 - samples)).stop_fuse()
+                         + (self._aabb_var[1] * samples).stop_fuse())
             flat = dense_xyz.reshape(-1, 3)
             parts = [
                 self.compute_alpha(flat[start:start + chunk], self.stepSize)

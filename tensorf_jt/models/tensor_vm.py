@@ -123,7 +123,8 @@ class TensorVMSplit(TensorBase):
         """Crop planes and lines to the voxels covering ``new_aabb`` and shrink the box to match.
 
         The crop snaps to whole voxels; when the alpha grid's resolution differs from the
-        model's, the box is corrected to the snapped voxel bounds (as the reference does).
+        model's, the box is corrected to the snapped voxel bounds (as the reference does), and
+        likewise when an axis had to be widened to two voxels.
         """
         new_aabb = np.asarray(new_aabb, dtype=np.float32)
         grid = np.asarray(self.gridSize, dtype=np.int64)
@@ -131,8 +132,10 @@ class TensorVMSplit(TensorBase):
         bottom_right = np.round((new_aabb[1] - self.aabb[0]) / self.units).astype(np.int64) + 1
         bottom_right = np.minimum(bottom_right, grid)
         # Deliberate guard the reference lacks: keep at least two voxels per axis, since a
-        # one-voxel axis has no voxel size (units would divide by gridSize - 1 = 0).
-        top_left = np.clip(top_left, 0, np.maximum(bottom_right - 2, 0))
+        # one-voxel axis has no voxel size (units divide by gridSize - 1).
+        too_thin = bottom_right - top_left < 2
+        bottom_right = np.where(too_thin, np.minimum(top_left + 2, grid), bottom_right)
+        top_left = np.where(too_thin, np.maximum(bottom_right - 2, 0), top_left)
 
         with jt.no_grad():
             for i, vec_id in enumerate(self.vecMode):
@@ -145,7 +148,8 @@ class TensorVMSplit(TensorBase):
                 self.density_plane[i] = as_trainable(self.density_plane[i][:, :, rows, cols])
                 self.app_plane[i] = as_trainable(self.app_plane[i][:, :, rows, cols])
 
-        if self.alphaMask is not None and list(self.alphaMask.grid_size) != list(self.gridSize):
+        mask_grid_differs = self.alphaMask is not None and list(self.alphaMask.grid_size) != list(self.gridSize)
+        if mask_grid_differs or too_thin.any():
             low = top_left.astype(np.float32) / (grid - 1).astype(np.float32)
             high = (bottom_right - 1).astype(np.float32) / (grid - 1).astype(np.float32)
             new_aabb = np.stack([(1 - low) * self.aabb[0] + low * self.aabb[1],
