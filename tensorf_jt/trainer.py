@@ -90,10 +90,8 @@ class Trainer:
 
         self.L1_reg_weight = args.L1_weight_inital
         self.TV_weight_density, self.TV_weight_app = args.TV_weight_density, args.TV_weight_app
-        rays, rgbs = self.train_dataset.all_rays, self.train_dataset.all_rgbs
-        if not args.ndc_ray:
-            rays, rgbs = self.model.filtering_rays(rays, rgbs, bbox_only=True)
-        self._set_training_rays(rays, rgbs)
+        self._set_training_rays(*self.model.filtering_rays(
+            self.train_dataset.all_rays, self.train_dataset.all_rgbs, bbox_only=True))
         self.events: list[tuple[int, str]] = []
 
     # ------------------------------------------------------------------- setup
@@ -176,7 +174,7 @@ class Trainer:
                     self._restart_optimizer_keeping_lr()
                     self.events.append((iteration, f"shrink to grid {self.model.gridSize}"))
                 self.L1_reg_weight = self.args.L1_weight_rest
-            if self.schedule.filters_rays(iteration) and not self.args.ndc_ray:
+            if self.schedule.filters_rays(iteration):
                 rays, rgbs = self.model.filtering_rays(self.ray_batches.rays, self.ray_batches.rgbs)
                 self._set_training_rays(rays, rgbs)
                 self.events.append((iteration, f"ray filtering kept {rays.shape[0]} rays"))
@@ -211,7 +209,7 @@ class Trainer:
     def run(self) -> TrainResult:
         args = self.args
         started = time.time()
-        step_times, recent_psnrs, test_psnr, last_psnr = [], [], 0.0, 0.0
+        step_times, recent_psnrs, test_psnr, last_psnr, logged_events = [], [], 0.0, 0.0, 0
         progress = tqdm(range(args.n_iters), miniters=args.progress_refresh_rate, file=sys.stdout,
                         dynamic_ncols=True)
         for iteration in progress:
@@ -231,6 +229,9 @@ class Trainer:
                 self.update_alpha_mask(iteration)
             if self.schedule.upsamples(iteration):
                 self.upsample(iteration)
+            for event_iteration, text in self.events[logged_events:]:
+                progress.write(f"[{event_iteration}] {text}")
+            logged_events = len(self.events)
             if args.gc_every > 0 and (iteration + 1) % args.gc_every == 0:
                 free_memory()
         progress.close()

@@ -54,3 +54,14 @@ def test_weight_gradient_matches_finite_differences():
         step[index] = 1e-6
         numeric[index] = (objective(sigma + step) - objective(sigma - step)) / 2e-6
     np.testing.assert_allclose(grad, numeric, rtol=1e-3, atol=1e-5)
+
+
+def test_softplus_is_accurate_where_densities_start():
+    from tensorf_jt.models.tensor_base import softplus
+
+    x = np.concatenate([np.linspace(-30, 30, 601), [-10.0, -5.0, -4.999, 20.0, 20.001]]).astype(np.float32)
+    x_var = jt.array(x)
+    expected = np.log1p(np.exp(x.astype(np.float64)))
+    np.testing.assert_allclose(softplus(x_var).numpy(), expected, rtol=2e-5)
+    grad = jt.grad(softplus(x_var).sum(), x_var).numpy()
+    np.testing.assert_allclose(grad, 1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-4, atol=1e-7)
