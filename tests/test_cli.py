@@ -42,3 +42,14 @@ def test_unwritable_basedir_is_reported(tiny_scene, tmp_path):
     result = run_python(["train.py", "--config", "configs/lego.txt", "--datadir", tiny_scene,
                          "--basedir", str(blocker / "sub"), "--n_iters", "1"], timeout=300)
     assert_clean_failure(result, "Cannot create the log folder", "writable --basedir")
+
+
+@pytest.mark.slow
+def test_reference_lego_config_trains_on_a_blender_folder(tiny_scene, tmp_path):
+    """configs/lego.txt unchanged but for the data folder and a few iterations."""
+    result = run_python(["train.py", "--config", "configs/lego.txt", "--datadir", tiny_scene,
+                         "--basedir", str(tmp_path), "--n_iters", "3", "--batch_size", "256"], timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "test: PSNR" in result.stdout
+    assert (tmp_path / "tensorf_lego_VM" / "tensorf_lego_VM.th").is_file()
+    assert (tmp_path / "tensorf_lego_VM" / "imgs_test_all" / "mean.txt").is_file()
