@@ -13,7 +13,9 @@ import numpy as np
 import jittor as jt
 from jittor import nn
 
+from tensorf_jt import kernels
 from tensorf_jt.interpolation import trilinear_sample
+from tensorf_jt.kernels.ray_marching import alpha_lookup
 
 
 class AlphaGridMask:
@@ -33,6 +35,8 @@ class AlphaGridMask:
 
     def sample_alpha(self, xyz: jt.Var) -> jt.Var:
         """Interpolated occupancy at world points xyz [N, 3] -> [N]; > 0 means keep the sample."""
+        if kernels.fused_enabled():
+            return alpha_lookup(self, xyz)
         normalised = (xyz - self.aabb[0]) * self.inv_half_size - 1.0
         return trilinear_sample(self.alpha_volume, normalised)
 

@@ -30,11 +30,17 @@ def accumulate(
     transparent part of each pixel. Returns rgb_map [R, 3] (clamped to [0, 1]), depth_map [R]
     (no gradient, as in the reference) and acc_map [R].
     """
-    acc_map = weights.sum(-1)
-    rgb_map = (weights.unsqueeze(-1) * rgb).sum(-2)
-    if white_background:
-        rgb_map = rgb_map + (1.0 - acc_map).unsqueeze(-1)
-    rgb_map = rgb_map.clamp(min_v=0.0, max_v=1.0)
     with jt.no_grad():
-        depth_map = (weights * z_vals).sum(-1) + (1.0 - acc_map) * background_depth
-    return rgb_map, depth_map.stop_grad(), acc_map
+        depth_sum = (weights * z_vals).sum(-1)
+    return finish_pixels((weights.unsqueeze(-1) * rgb).sum(-2), weights.sum(-1), depth_sum.stop_grad(),
+                         background_depth, white_background)
+
+
+def finish_pixels(rgb_sum: jt.Var, acc_map: jt.Var, depth_sum: jt.Var, background_depth: jt.Var,
+                  white_background: bool) -> tuple[jt.Var, jt.Var, jt.Var]:
+    """Pixel values from per-ray sums of w * rgb [R, 3], w [R] and w * z [R] (no gradient):
+    the background fills the transparent part, colours are clamped to [0, 1]."""
+    rgb_map = rgb_sum + (1.0 - acc_map).unsqueeze(-1) if white_background else rgb_sum
+    with jt.no_grad():
+        depth_map = depth_sum + (1.0 - acc_map) * background_depth
+    return rgb_map.clamp(min_v=0.0, max_v=1.0), depth_map.stop_grad(), acc_map

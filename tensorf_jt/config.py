@@ -99,6 +99,8 @@ def config_parser() -> configargparse.ArgumentParser:
     add("--vis_every", type=int, default=10000, help="frequency of visualize the image")
 
     # --- flags the reference lacks -------------------------------------------------
+    add("--kernels", type=str, default="fused", choices=["fused", "reference"],
+        help="fused: custom C++/CUDA kernels on the hot path; reference: the same math in plain Jittor ops")
     add("--seed", type=int, default=20211202, help="seed of Python, numpy and Jittor RNGs")
     add("--gc_every", type=int, default=500,
         help="free Jittor's graph and cached memory every N iterations (0: never)")

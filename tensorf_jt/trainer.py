@@ -19,12 +19,14 @@ import numpy as np
 import jittor as jt
 from tqdm.auto import tqdm
 
+from tensorf_jt import kernels
 from tensorf_jt.checkpoint import load_checkpoint, save_checkpoint
 from tensorf_jt.dataLoader import RayBatchDataset, load_split, prepare_dataset
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.evaluation import evaluate
 from tensorf_jt.losses import mse_to_psnr
 from tensorf_jt.models import MODELS, TensorBase
+from tensorf_jt.profiling import stage
 from tensorf_jt.schedules import N_to_reso, TrainingSchedule, cal_n_samples, lr_decay_factor
 
 
@@ -70,6 +72,7 @@ class Trainer:
     def __init__(self, args) -> None:
         self.args = args
         self._check_args()
+        kernels.set_kernels(args.kernels)
         seed_everything(args.seed)
         prepare_dataset(args)
         self.train_dataset = load_split(args, "train", is_stack=False)
@@ -151,12 +154,17 @@ class Trainer:
 
     def train_step(self) -> float:
         """One optimisation step on the next ray batch; returns the batch's photometric MSE."""
-        rays, rgbs = next(self._batch_iter)
+        with stage("batch"):
+            rays, rgbs = next(self._batch_iter)
         rgb_map, _ = self.model(rays, white_bg=self.white_bg, is_train=True, N_samples=self.nSamples)
         mse = jt.sqr(rgb_map - rgbs).mean()
-        self.optimizer.step(mse + self.regularisation())
-        for group in self.optimizer.param_groups:
-            group["lr"] = group["lr"] * self.lr_factor
+        with stage("backward"):
+            self.optimizer.zero_grad()
+            self.optimizer.backward(mse + self.regularisation())
+        with stage("optimizer"):
+            self.optimizer.step()
+            for group in self.optimizer.param_groups:
+                group["lr"] = group["lr"] * self.lr_factor
         return float(mse.item())
 
     # ------------------------------------------------------------------ events

@@ -23,12 +23,14 @@ def render_checkpoint(args, explicit: set[str] = frozenset()) -> dict:
 
     Dataset flags not in ``explicit`` (the names the user set) come from the checkpoint's run.
     """
+    from tensorf_jt import kernels
     from tensorf_jt.checkpoint import load_checkpoint
     from tensorf_jt.dataLoader import load_split, prepare_dataset
     from tensorf_jt.evaluation import evaluate
 
     if not args.ckpt:
         raise ConfigError("--ckpt is required: the checkpoint (.th) to render.")
+    kernels.set_kernels(args.kernels)
     model, ckpt = load_checkpoint(args.ckpt, args.model_name)
     trained_with = ckpt.get("train_args", {})
     for name in _INHERITED:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import jittor as jt
 from jittor import nn
 
+from tensorf_jt import kernels
 from tensorf_jt.errors import ConfigError
+from tensorf_jt.kernels.encoding import encode_row
 
 
 def positional_encoding(x: jt.Var, n_freqs: int) -> jt.Var:
@@ -19,7 +21,12 @@ def positional_encoding(x: jt.Var, n_freqs: int) -> jt.Var:
 
 
 class _MLPShader(nn.Module):
-    """Three-layer ReLU MLP ending in a sigmoid; subclasses choose what is encoded into it."""
+    """Three-layer ReLU MLP ending in a sigmoid; subclasses choose what is encoded into it.
+
+    ``input_layout`` lists the parts of the MLP's input row in order, as (input, number of
+    positional-encoding frequencies; 0 for the raw values), over the inputs (features,
+    viewdirs, pts).
+    """
 
     def __init__(self, in_channels: int, featureC: int) -> None:
         super().__init__()
@@ -33,12 +40,23 @@ class _MLPShader(nn.Module):
         )
         nn.init.constant_(self.mlp[4].bias, 0.0)
 
-    def mlp_inputs(self, pts: jt.Var, viewdirs: jt.Var, features: jt.Var) -> list[jt.Var]:
+    FEATURES, VIEWDIRS, PTS = 0, 1, 2
+
+    def input_layout(self) -> list[tuple[int, int]]:
         raise NotImplementedError
+
+    def mlp_input(self, pts: jt.Var, viewdirs: jt.Var, features: jt.Var) -> jt.Var:
+        """The MLP's input row [N, in_mlpC]."""
+        inputs = [features, viewdirs, pts]
+        if kernels.fused_enabled():
+            return encode_row(inputs, self.input_layout())
+        parts = [inputs[slot] if freqs == 0 else positional_encoding(inputs[slot], freqs)
+                 for slot, freqs in self.input_layout()]
+        return jt.concat(parts, dim=-1)
 
     def execute(self, pts: jt.Var, viewdirs: jt.Var, features: jt.Var) -> jt.Var:
         """pts: [N, 3] normalised positions; viewdirs: [N, 3]; features: [N, app_dim] -> rgb [N, 3]."""
-        return jt.sigmoid(self.mlp(jt.concat(self.mlp_inputs(pts, viewdirs, features), dim=-1)))
+        return jt.sigmoid(self.mlp(self.mlp_input(pts, viewdirs, features)))
 
 
 class MLPRender_Fea(_MLPShader):
@@ -48,29 +66,33 @@ class MLPRender_Fea(_MLPShader):
         super().__init__(2 * viewpe * 3 + 2 * feape * inChanel + 3 + inChanel, featureC)
         self.viewpe, self.feape = viewpe, feape
 
-    def mlp_inputs(self, pts, viewdirs, features):
-        inputs = [features, viewdirs]
+    def input_layout(self):
+        layout = [(self.FEATURES, 0), (self.VIEWDIRS, 0)]
         if self.feape > 0:
-            inputs.append(positional_encoding(features, self.feape))
+            layout.append((self.FEATURES, self.feape))
         if self.viewpe > 0:
-            inputs.append(positional_encoding(viewdirs, self.viewpe))
-        return inputs
+            layout.append((self.VIEWDIRS, self.viewpe))
+        return layout
 
 
 class MLPRender_PE(_MLPShader):
-    """Features, view direction and the encodings of position and view (reference ``MLPRender_PE``)."""
+    """Features, view direction and the encodings of position and view (reference ``MLPRender_PE``).
+
+    Deliberate fix: the reference sizes the first layer for raw positions too, which its
+    forward pass never passes in, so every MLP_PE model crashes there on its first batch.
+    """
 
     def __init__(self, inChanel: int, viewpe: int = 6, pospe: int = 6, featureC: int = 128) -> None:
-        super().__init__((3 + 2 * viewpe * 3) + (3 + 2 * pospe * 3) + inChanel, featureC)
+        super().__init__((3 + 2 * viewpe * 3) + 2 * pospe * 3 + inChanel, featureC)
         self.viewpe, self.pospe = viewpe, pospe
 
-    def mlp_inputs(self, pts, viewdirs, features):
-        inputs = [features, viewdirs]
+    def input_layout(self):
+        layout = [(self.FEATURES, 0), (self.VIEWDIRS, 0)]
         if self.pospe > 0:
-            inputs.append(positional_encoding(pts, self.pospe))
+            layout.append((self.PTS, self.pospe))
         if self.viewpe > 0:
-            inputs.append(positional_encoding(viewdirs, self.viewpe))
-        return inputs
+            layout.append((self.VIEWDIRS, self.viewpe))
+        return layout
 
 
 class MLPRender(_MLPShader):
@@ -80,11 +102,11 @@ class MLPRender(_MLPShader):
         super().__init__((3 + 2 * viewpe * 3) + inChanel, featureC)
         self.viewpe = viewpe
 
-    def mlp_inputs(self, pts, viewdirs, features):
-        inputs = [features, viewdirs]
+    def input_layout(self):
+        layout = [(self.FEATURES, 0), (self.VIEWDIRS, 0)]
         if self.viewpe > 0:
-            inputs.append(positional_encoding(viewdirs, self.viewpe))
-        return inputs
+            layout.append((self.VIEWDIRS, self.viewpe))
+        return layout
 
 
 SHADING_MODES = ("MLP_Fea", "MLP_PE", "MLP")

@@ -14,10 +14,13 @@ import numpy as np
 import jittor as jt
 from jittor import nn
 
-from tensorf_jt import compositing
+from tensorf_jt import compositing, kernels
 from tensorf_jt.alpha_grid import AlphaGridMask, binarize_alpha, occupied_bounds
 from tensorf_jt.errors import ConfigError
+from tensorf_jt.kernels.compositing import composite_weights, segment_sum
+from tensorf_jt.kernels.ray_marching import march_rays, rays_hit_alpha
 from tensorf_jt.models.shading import build_shader
+from tensorf_jt.profiling import stage
 from tensorf_jt.sampling import ray_box_intersection, sample_along_rays, sample_distances
 from tensorf_jt.torch_numerics import linspace_f32
 
@@ -254,6 +257,10 @@ class TensorBase(nn.Module):
                 if bbox_only or self.alphaMask is None:
                     t_enter, t_exit = ray_box_intersection(rays_o, rays_d, self._aabb_var)
                     hit = t_exit > t_enter
+                elif kernels.fused_enabled():
+                    t_enter, _ = ray_box_intersection(rays_o, rays_d, self._aabb_var)
+                    t_start = t_enter.clamp(min_v=self.near_far[0], max_v=self.near_far[1])
+                    hit = rays_hit_alpha(rays_o, rays_d, t_start, self.alphaMask, self.stepSize, N_samples)
                 else:
                     xyz, _, _ = sample_along_rays(rays_o, rays_d, self._aabb_var, self.near_far,
                                                   self.stepSize, N_samples, jitter=False)
@@ -274,37 +281,80 @@ class TensorBase(nn.Module):
 
         Follows the reference's ``TensorBase.forward``: march the box, drop samples outside
         it or outside the alpha grid, evaluate density where samples remain, composite, and
-        shade only samples whose weight exceeds ``rayMarch_weight_thres``.
+        shade only samples whose weight exceeds ``rayMarch_weight_thres``. The fused kernels
+        do this on packed samples, the reference path on the dense [R, S] sample grid.
         """
         n_samples = N_samples if N_samples > 0 else self.nSamples
-        rays_o, viewdirs = rays_chunk[:, :3], rays_chunk[:, 3:6]
-        xyz, z_vals, inside = sample_along_rays(
-            rays_o, viewdirs, self._aabb_var, self.near_far, self.stepSize, n_samples, jitter=is_train)
-        dists = sample_distances(z_vals)
-        n_rays = rays_chunk.shape[0]
-        xyz = xyz.reshape(-1, 3)
+        white = white_bg or (is_train and float(np.random.rand()) < 0.5)
+        if kernels.fused_enabled():
+            return self._render_packed(rays_chunk, white, is_train, n_samples)
+        return self._render_dense(rays_chunk, white, is_train, n_samples)
 
-        valid = _flat_indices(inside)
-        if self.alphaMask is not None and valid.shape[0] > 0:
-            valid = valid[_flat_indices(self.alphaMask.sample_alpha(xyz[valid]) > 0)]
+    def _shade(self, points: jt.Var, viewdirs: jt.Var) -> jt.Var:
+        """Colour [M, 3] of normalised points [M, 3] seen along viewdirs [M, 3]."""
+        with stage("field"):
+            features = self.compute_appfeature(points)
+        with stage("shading"):
+            return self.renderModule(points, viewdirs, features)
+
+    def _render_dense(self, rays_chunk: jt.Var, white: bool, is_train: bool, n_samples: int):
+        rays_o, viewdirs = rays_chunk[:, :3], rays_chunk[:, 3:6]
+        n_rays = rays_chunk.shape[0]
+        with stage("sampling"):
+            xyz, z_vals, inside = sample_along_rays(
+                rays_o, viewdirs, self._aabb_var, self.near_far, self.stepSize, n_samples, jitter=is_train)
+            dists = sample_distances(z_vals)
+            xyz = xyz.reshape(-1, 3)
+            valid = _flat_indices(inside)
+            if self.alphaMask is not None and valid.shape[0] > 0:
+                valid = valid[_flat_indices(self.alphaMask.sample_alpha(xyz[valid]) > 0)]
 
         sigma = jt.zeros(n_rays * n_samples, dtype="float32")
         if valid.shape[0] > 0:
-            density_features = self.compute_densityfeature(self.normalize_coord(xyz[valid]))
-            sigma[valid] = self.feature2density(density_features)
+            with stage("field"):
+                sigma[valid] = self.feature2density(self.compute_densityfeature(self.normalize_coord(xyz[valid])))
         sigma = sigma.reshape(n_rays, n_samples)
 
-        _, weights, _ = compositing.raw2alpha(sigma, dists * self.distance_scale)
-
-        shaded = _flat_indices(weights > self.rayMarch_weight_thres)
+        with stage("compositing"):
+            _, weights, _ = compositing.raw2alpha(sigma, dists * self.distance_scale)
+            shaded = _flat_indices(weights > self.rayMarch_weight_thres)
         rgb = jt.zeros((n_rays * n_samples, 3), dtype="float32")
         if shaded.shape[0] > 0:
-            points = self.normalize_coord(xyz[shaded])
-            app_features = self.compute_appfeature(points)
-            ray_of_sample = shaded // n_samples
-            rgb[shaded] = self.renderModule(points, viewdirs[ray_of_sample], app_features)
+            rgb[shaded] = self._shade(self.normalize_coord(xyz[shaded]), viewdirs[shaded // n_samples])
         rgb = rgb.reshape(n_rays, n_samples, 3)
 
-        white = white_bg or (is_train and float(np.random.rand()) < 0.5)
-        rgb_map, depth_map, _ = compositing.accumulate(weights, rgb, z_vals, rays_chunk[:, -1], white)
+        with stage("compositing"):
+            rgb_map, depth_map, _ = compositing.accumulate(weights, rgb, z_vals, rays_chunk[:, -1], white)
+        return rgb_map, depth_map
+
+    def _render_packed(self, rays_chunk: jt.Var, white: bool, is_train: bool, n_samples: int):
+        n_rays = rays_chunk.shape[0]
+        rays_o, viewdirs = rays_chunk[:, :3], rays_chunk[:, 3:6]
+        with stage("sampling"):
+            t_enter, _ = ray_box_intersection(rays_o, viewdirs, self._aabb_var)
+            t_start = t_enter.clamp(min_v=self.near_far[0], max_v=self.near_far[1])
+            jitter = jt.rand(n_rays) if is_train else jt.zeros(n_rays, dtype="float32")
+            samples = march_rays(rays_o, viewdirs, t_start, jitter, self._aabb_var, self.alphaMask,
+                                 self.stepSize, n_samples)
+        rgb_sum = jt.zeros((n_rays, 3), dtype="float32")
+        if samples.count == 0:
+            zeros = jt.zeros(n_rays, dtype="float32")
+            return compositing.finish_pixels(rgb_sum, zeros, zeros, rays_chunk[:, -1], white)[:2]
+
+        with stage("field"):
+            sigma = self.feature2density(self.compute_densityfeature(self.normalize_coord(samples.xyz)))
+        with stage("compositing"):
+            weights = composite_weights(sigma, samples.dist * self.distance_scale, samples.ray_offsets)
+            shaded = _flat_indices(weights > self.rayMarch_weight_thres)
+        if shaded.shape[0] > 0:
+            ray_of_sample = samples.ray_index[shaded]
+            rgb = self._shade(self.normalize_coord(samples.xyz[shaded]), viewdirs[ray_of_sample])
+            with stage("compositing"):
+                rgb_sum = segment_sum(weights[shaded].unsqueeze(1) * rgb, ray_of_sample, n_rays)
+        with stage("compositing"):
+            with jt.no_grad():
+                depth_sum = segment_sum(weights * samples.z, samples.ray_index, n_rays)
+            acc = segment_sum(weights, samples.ray_index, n_rays)
+            rgb_map, depth_map, _ = compositing.finish_pixels(rgb_sum, acc, depth_sum.stop_grad(),
+                                                              rays_chunk[:, -1], white)
         return rgb_map, depth_map

@@ -12,7 +12,9 @@ import numpy as np
 import jittor as jt
 from jittor import nn
 
+from tensorf_jt import kernels
 from tensorf_jt.interpolation import bilinear_sample, linear_sample
+from tensorf_jt.kernels.vm_field import vm_features
 from tensorf_jt.losses import total_variation
 from tensorf_jt.models.tensor_base import TensorBase
 
@@ -58,25 +60,36 @@ class TensorVMSplit(TensorBase):
         ]
 
     # ------------------------------------------------------------ field lookups
+    @staticmethod
+    def _channel_last(planes, lines) -> tuple[list[jt.Var], list[jt.Var]]:
+        """Planes [1, C, H, W] -> [H, W, C] and lines [1, C, L, 1] -> [L, C]: one texel's
+        components become contiguous, which is what the lookups read."""
+        return ([plane[0].permute(1, 2, 0) for plane in planes],
+                [line[0, :, :, 0].transpose(1, 0) for line in lines])
+
     def _plane_line_products(self, planes, lines, xyz_normed: jt.Var) -> list[jt.Var]:
         """Per axis i, plane_i(u, v) * line_i(w) for every component: a list of [N, C_i]."""
+        planes, lines = self._channel_last(planes, lines)
         products = []
         for i, vec_id in enumerate(self.vecMode):
             mat_id_0, mat_id_1 = self.matMode[i]
-            plane = planes[i][0].permute(1, 2, 0)          # [H, W, C]
-            line = lines[i][0, :, :, 0].transpose(1, 0)    # [L, C]
-            plane_values = bilinear_sample(plane, xyz_normed[:, mat_id_0], xyz_normed[:, mat_id_1])
-            line_values = linear_sample(line, xyz_normed[:, vec_id])
+            plane_values = bilinear_sample(planes[i], xyz_normed[:, mat_id_0], xyz_normed[:, mat_id_1])
+            line_values = linear_sample(lines[i], xyz_normed[:, vec_id])
             products.append(plane_values * line_values)
         return products
 
     def compute_densityfeature(self, xyz_normed: jt.Var) -> jt.Var:
+        if kernels.fused_enabled():
+            return vm_features(xyz_normed, *self._channel_last(self.density_plane, self.density_line), density_mode=True)
         products = self._plane_line_products(self.density_plane, self.density_line, xyz_normed)
         return sum(p.sum(-1) for p in products)
 
     def compute_appfeature(self, xyz_normed: jt.Var) -> jt.Var:
-        products = self._plane_line_products(self.app_plane, self.app_line, xyz_normed)
-        return self.basis_mat(jt.concat(products, dim=-1))
+        if kernels.fused_enabled():
+            products = vm_features(xyz_normed, *self._channel_last(self.app_plane, self.app_line), density_mode=False)
+        else:
+            products = jt.concat(self._plane_line_products(self.app_plane, self.app_line, xyz_normed), dim=-1)
+        return self.basis_mat(products)
 
     # ------------------------------------------------------------- regularisers
     def vector_comp_diffs(self) -> jt.Var:
