@@ -26,7 +26,8 @@ PYTORCH_YARDSTICK = {"s_per_iter": 0.30, "total_s": 486.0, "peak_rss_mb": 1600.0
 
 def run_worker(config: str, kernels: str, iters: int | None, profile_steps: int) -> dict:
     """Train one path in this process and return its figures."""
-    import tensorf_jt  # noqa: F401  (configures Jittor)
+    import tensorf_jt  # noqa: F401  (configures Jittor before it is imported)
+    import jittor as jt
     from tensorf_jt import profiling
     from tensorf_jt.config import parse_args
     from tensorf_jt.trainer import Trainer, peak_rss_mb
@@ -54,6 +55,7 @@ def run_worker(config: str, kernels: str, iters: int | None, profile_steps: int)
                 original_step()
     return {
         "kernels": kernels,
+        "use_cuda": int(jt.flags.use_cuda),
         "iterations": result.iterations,
         "s_per_iter": statistics.median(step_times[len(step_times) // 2:]),
         "train_wall_s": result.wall_time_s,
