@@ -29,7 +29,8 @@ def config_parser() -> configargparse.ArgumentParser:
 
     add("--with_depth", action="store_true")
     add("--downsample_train", type=float, default=1.0)
-    add("--downsample_test", type=float, default=1.0)
+    add("--downsample_test", type=float, default=None,
+        help="image downsampling of the test split (default: downsample_train, as the reference uses)")
     add("--model_name", type=str, default="TensorVMSplit")
 
     # loader options
@@ -86,7 +87,7 @@ def config_parser() -> configargparse.ArgumentParser:
     add("--nSamples", type=int, default=1e6, help="sample point each ray, pass 1e6 if automatic adjust")
     add("--step_ratio", type=float, default=0.5)
     add("--white_bkgd", action="store_true",
-        help="set to render synthetic data on a white bkgd (always use for dvoxels)")
+        help="composite on a white background even where the dataset's default is black (e.g. llff)")
 
     add("--N_voxel_init", type=int, default=100 ** 3)
     add("--N_voxel_final", type=int, default=300 ** 3)
@@ -112,11 +113,14 @@ def config_parser() -> configargparse.ArgumentParser:
     return parser
 
 
-# Reference features this build does not implement yet: refuse them instead of ignoring them.
-UNSUPPORTED = {
-    "ndc_ray": "NDC rays (forward-facing LLFF scenes) are not implemented yet",
-    "render_path": "camera-path rendering is not implemented yet",
-    "export_mesh": "mesh export is not implemented yet",
+# Flags the reference parses and never reads. Rather than accept a value that would silently
+# do nothing, a non-default value is refused with the reason.
+IGNORED_BY_REFERENCE = {
+    "lindisp": (False, "rays are marched with a fixed step inside the scene box (uniformly in NDC for "
+                       "forward-facing scenes), so disparity-spaced sampling does not apply"),
+    "with_depth": (False, "TensoRF has no depth supervision; the reference never reads this flag"),
+    "idx_view": (0, "the reference never reads this flag"),
+    "accumulate_decay": (0.998, "the reference never reads this flag"),
 }
 
 
@@ -159,9 +163,14 @@ def validate(args) -> None:
             raise ConfigError(f"{name} must be positive, got {getattr(args, name)}.")
     if args.N_vis != 0 and args.vis_every <= 0:
         raise ConfigError(f"vis_every must be positive when N_vis is not 0, got {args.vis_every}.")
-    for name, reason in UNSUPPORTED.items():
-        if getattr(args, name):
-            raise ConfigError(f"{name} = {getattr(args, name)}: {reason}; set it to 0.")
+    for name, (default, reason) in IGNORED_BY_REFERENCE.items():
+        if getattr(args, name) != default:
+            raise ConfigError(f"{name} = {getattr(args, name)} has no effect: {reason}. "
+                              "Remove it from the command line or config file.")
+    if args.downsample_train <= 0 or (args.downsample_test is not None and args.downsample_test <= 0):
+        raise ConfigError("downsample_train and downsample_test must be positive.")
+    if args.perturb not in (0.0, 1.0):
+        raise ConfigError(f"perturb must be 0 (no jitter) or 1 (jitter), got {args.perturb}.")
     if args.N_voxel_final < args.N_voxel_init:
         raise ConfigError(f"N_voxel_final ({args.N_voxel_final}) must not be smaller than "
                           f"N_voxel_init ({args.N_voxel_init}).")

@@ -5,6 +5,10 @@ Output layout is the reference's, so scripts written for it keep working: for a 
 to the colour-mapped depth) and ``out/pmean.txt`` (mean PSNR, then mean SSIM). Ours adds
 ``out/pmetrics.json`` with per-view figures, and mean absolute depth error where the dataset
 has ground-truth depth (the demo scene does).
+
+A camera path (``evaluate_path``) has no ground truth: ``out/{idx:03d}.png``,
+``out/rgbd/{idx:03d}.png``, and the frames as ``out/video.mp4`` and ``out/depthvideo.mp4``
+(animated GIFs where ffmpeg is missing), as the reference writes them.
 """
 from __future__ import annotations
 
@@ -16,19 +20,21 @@ import numpy as np
 import jittor as jt
 from tqdm.auto import tqdm
 
+from tensorf_jt.errors import ConfigError
 from tensorf_jt.metrics import mean_abs_depth_error, psnr, ssim
 from tensorf_jt.models import TensorBase
+from tensorf_jt.video import ffmpeg_available, write_video
 from tensorf_jt.visualize import depth_to_rgb
 
 
 def render_rays(model: TensorBase, rays: np.ndarray, chunk: int = 4096, N_samples: int = -1,
-                white_bg: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                white_bg: bool = True, ndc_ray: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Render rays [N, 6] in chunks without gradients -> rgb [N, 3], depth [N] (numpy float32)."""
     rgbs, depths = [], []
     with jt.no_grad():
         for start in range(0, rays.shape[0], chunk):
             rgb, depth = model(jt.array(rays[start:start + chunk]), white_bg=white_bg, is_train=False,
-                               N_samples=N_samples)
+                               ndc_ray=ndc_ray, N_samples=N_samples)
             rgbs.append(rgb.numpy())
             depths.append(depth.numpy())
     if not rgbs:
@@ -38,7 +44,7 @@ def render_rays(model: TensorBase, rays: np.ndarray, chunk: int = 4096, N_sample
 
 def evaluate(dataset, model: TensorBase, save_dir: str, N_vis: int = -1, prefix: str = "",
              N_samples: int = -1, white_bg: bool = True, compute_extra_metrics: bool = True,
-             chunk: int = 4096, show_progress: bool = True) -> dict:
+             chunk: int = 4096, show_progress: bool = True, ndc_ray: bool = False) -> dict:
     """Render views of a stacked dataset split, save them, and score them against its images.
 
     ``N_vis`` > 0 renders every (len // N_vis)-th view only, as the reference does for its
@@ -53,7 +59,7 @@ def evaluate(dataset, model: TensorBase, save_dir: str, N_vis: int = -1, prefix:
     has_depth = getattr(dataset, "all_depths", None) is not None
     views = []
     for idx, view in enumerate(tqdm(view_ids, desc="rendering", leave=False, disable=not show_progress)):
-        rgb, depth = render_rays(model, dataset.all_rays[view], chunk, N_samples, white_bg)
+        rgb, depth = render_rays(model, dataset.all_rays[view], chunk, N_samples, white_bg, ndc_ray=ndc_ray)
         rgb = np.clip(rgb.reshape(height, width, 3), 0.0, 1.0)
         depth = depth.reshape(height, width)
         gt_rgb = dataset.all_rgbs[view].reshape(height, width, 3)
@@ -79,3 +85,36 @@ def evaluate(dataset, model: TensorBase, save_dir: str, N_vis: int = -1, prefix:
         with open(os.path.join(save_dir, f"{prefix}metrics.json"), "w", encoding="utf-8") as handle:
             json.dump(summary, handle, indent=2)
     return summary
+
+
+def evaluate_path(dataset, model: TensorBase, save_dir: str, N_samples: int = -1, white_bg: bool = True,
+                  ndc_ray: bool = False, chunk: int = 4096, show_progress: bool = True) -> dict:
+    """Render the dataset's camera path and save its frames and videos.
+
+    ``dataset.render_path`` holds the camera-to-world poses [K, 4, 4]; ``dataset.rays_for_pose``
+    turns one into rays [H*W, 6]. Returns {'frames': K, 'video': path, 'depth_video': path}.
+    """
+    poses = getattr(dataset, "render_path", None)
+    if poses is None or len(poses) == 0:
+        raise ConfigError(f"The {type(dataset).__name__} dataset defines no camera path to render; "
+                          "set render_path = 0.")
+    os.makedirs(os.path.join(save_dir, "rgbd"), exist_ok=True)
+    width, height = dataset.img_wh
+    rgb_frames, depth_frames = [], []
+    for idx, c2w in enumerate(tqdm(poses, desc="rendering path", leave=False, disable=not show_progress)):
+        rgb, depth = render_rays(model, dataset.rays_for_pose(c2w), chunk, N_samples, white_bg, ndc_ray=ndc_ray)
+        rgb8 = np.round(np.clip(rgb.reshape(height, width, 3), 0.0, 1.0) * 255).astype(np.uint8)
+        depth_rgb = depth_to_rgb(depth.reshape(height, width), dataset.near_far)
+        iio.imwrite(os.path.join(save_dir, f"{idx:03d}.png"), rgb8)
+        iio.imwrite(os.path.join(save_dir, "rgbd", f"{idx:03d}.png"), np.concatenate([rgb8, depth_rgb], axis=1))
+        rgb_frames.append(rgb8)
+        depth_frames.append(depth_rgb)
+
+    use_ffmpeg = ffmpeg_available()
+    if not use_ffmpeg:
+        print("note: no ffmpeg found (pip install imageio-ffmpeg); writing the path videos as animated GIFs.")
+    return {
+        "frames": len(rgb_frames),
+        "video": write_video(os.path.join(save_dir, "video"), np.stack(rgb_frames), use_ffmpeg),
+        "depth_video": write_video(os.path.join(save_dir, "depthvideo"), np.stack(depth_frames), use_ffmpeg),
+    }

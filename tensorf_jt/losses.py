@@ -20,6 +20,21 @@ def total_variation(grid: jt.Var) -> jt.Var:
     return 2.0 * (vertical / count_vertical + horizontal / count_horizontal) / batch
 
 
+def line_orthogonality(lines: list[jt.Var]) -> jt.Var:
+    """Reference ``vectorDiffs``: mean |off-diagonal| of each line set's Gram matrix, summed.
+
+    lines: [1, C, L, 1] each (C components of length L); pushes components apart.
+    """
+    total = 0.0
+    for line in lines:
+        n_comp, n_size = line.shape[1], line.shape[2]
+        vectors = line.reshape(n_comp, n_size)
+        gram = jt.matmul(vectors, vectors.transpose(1, 0))
+        off_diagonal = gram * (1.0 - jt.init.eye(n_comp, "float32"))
+        total = total + off_diagonal.abs().sum() / (n_comp * (n_comp - 1))
+    return total
+
+
 def mse_to_psnr(mse: float) -> float:
     """Peak signal-to-noise ratio in dB of images in [0, 1]."""
     return -10.0 * math.log10(max(mse, 1e-12))

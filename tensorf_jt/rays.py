@@ -3,7 +3,8 @@
 Camera math runs in float64 numpy (it happens once per image, at load time) and is cast to
 float32 explicitly where rays are handed to Jittor. Directions are in the OpenCV camera frame
 (x right, y down, z forward); Blender/OpenGL camera-to-world matrices (x right, y up, z back)
-are converted with ``BLENDER_TO_OPENCV``.
+are converted with ``BLENDER_TO_OPENCV``. The LLFF loader is the exception: it keeps OpenGL
+poses, with ``get_ray_directions_blender``, and maps its rays to NDC (``ndc_rays_blender``).
 """
 from __future__ import annotations
 
@@ -53,4 +54,50 @@ def camera_rays(height: int, width: int, focal: float, c2w_opencv: np.ndarray) -
     directions = get_ray_directions(height, width, (focal, focal))
     directions = directions / np.linalg.norm(directions, axis=-1, keepdims=True)
     rays_o, rays_d = get_rays(directions, c2w_opencv)
+    return np.concatenate([rays_o, rays_d], axis=1).astype(np.float32)
+
+
+def get_ray_directions_blender(height: int, width: int, focal, center=None) -> np.ndarray:
+    """Camera-frame direction through each pixel centre in the OpenGL frame, [H, W, 3] float64.
+
+    x right, y up, z back: the camera looks along -z, so every direction has z = -1. Same
+    pixel grid as ``get_ray_directions`` (centres at +0.5); used by the LLFF loader, whose
+    poses keep the OpenGL convention.
+    """
+    directions = get_ray_directions(height, width, focal, center)
+    directions[..., 1:] *= -1.0
+    return directions
+
+
+def ndc_rays_blender(height: int, width: int, focal: float, near: float, rays_o: np.ndarray,
+                     rays_d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rays of an OpenGL camera (looking down -z) in normalised device coordinates, float64.
+
+    The forward-facing parametrisation of NeRF (Mildenhall et al. 2020, appendix C), as the
+    reference's ``ndc_rays_blender``: each origin is first moved along its ray onto the plane
+    z = -near, then with ``a = 2 focal / W`` and ``b = 2 focal / H``
+
+        o' = (-a ox/oz,  -b oy/oz,  1 + 2 near/oz)
+        d' = (-a (dx/dz - ox/oz),  -b (dy/dz - oy/oz),  -2 near/oz)
+
+    so o'_z = -1 and o' + t d' sweeps the whole frustum from the near plane (t = 0) to
+    infinity (t = 1): sample with near/far = 0/1. ``d'`` is not unit length. rays_o, rays_d:
+    [..., 3] in the camera's world frame (the frame the NDC projection is centred on).
+    """
+    rays_o = np.asarray(rays_o, dtype=np.float64)
+    rays_d = np.asarray(rays_d, dtype=np.float64)
+    t = -(near + rays_o[..., 2]) / rays_d[..., 2]
+    rays_o = rays_o + t[..., None] * rays_d
+    a, b = 2.0 * focal / width, 2.0 * focal / height
+    ox_oz, oy_oz = rays_o[..., 0] / rays_o[..., 2], rays_o[..., 1] / rays_o[..., 2]
+    ndc_o = np.stack([-a * ox_oz, -b * oy_oz, 1.0 + 2.0 * near / rays_o[..., 2]], axis=-1)
+    ndc_d = np.stack([-a * (rays_d[..., 0] / rays_d[..., 2] - ox_oz),
+                      -b * (rays_d[..., 1] / rays_d[..., 2] - oy_oz),
+                      -2.0 * near / rays_o[..., 2]], axis=-1)
+    return ndc_o, ndc_d
+
+
+def rays_from_directions(directions: np.ndarray, c2w: np.ndarray) -> np.ndarray:
+    """Rays [H*W, 6] float32 (origin, direction) for camera-frame ``directions`` [H, W, 3] and ``c2w``."""
+    rays_o, rays_d = get_rays(directions, c2w)
     return np.concatenate([rays_o, rays_d], axis=1).astype(np.float32)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import jittor as jt
 
+from tensorf_jt.torch_numerics import linspace_f32
+
 
 def ray_box_intersection(rays_o: jt.Var, rays_d: jt.Var, aabb: jt.Var) -> tuple[jt.Var, jt.Var]:
     """Distances at which rays enter and leave the box (slab method).
@@ -58,3 +60,29 @@ def sample_distances(z_vals: jt.Var) -> jt.Var:
     """Gap from each sample to the next; the last sample of a ray gets 0 (reference convention)."""
     gaps = z_vals[:, 1:] - z_vals[:, :-1]
     return jt.concat([gaps, jt.zeros((z_vals.shape[0], 1), dtype=z_vals.dtype)], dim=1)
+
+
+def sample_along_rays_ndc(
+    rays_o: jt.Var,
+    rays_d: jt.Var,
+    aabb: jt.Var,
+    near_far: tuple[float, float],
+    n_samples: int,
+    jitter: bool,
+) -> tuple[jt.Var, jt.Var, jt.Var]:
+    """Evenly spaced samples between near and far in NDC space (reference ``sample_ray_ndc``).
+
+    Forward-facing scenes are marched in normalised device coordinates, where the scene spans
+    t in [0, 1] along every ray, so all rays share one set of distances. With ``jitter`` each
+    sample moves by a random fraction of the spacing; as in the reference, the offsets are
+    drawn once per batch, not per ray. Returns xyz [R, S, 3], z_vals [R, S], inside [R, S].
+    """
+    near, far = near_far
+    z_vals = jt.array(linspace_f32(near, far, n_samples)).unsqueeze(0)
+    if jitter:
+        z_vals = z_vals + jt.rand(1, n_samples) * ((far - near) / n_samples)
+    z_vals = z_vals.broadcast((rays_o.shape[0], n_samples))
+    offsets = (rays_d.unsqueeze(1) * z_vals.unsqueeze(2)).stop_fuse()
+    xyz = rays_o.unsqueeze(1) + offsets
+    inside = ((xyz >= aabb[0]) & (xyz <= aabb[1])).all(-1)
+    return xyz, z_vals, inside

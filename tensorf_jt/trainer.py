@@ -23,11 +23,12 @@ from tensorf_jt import kernels
 from tensorf_jt.checkpoint import load_checkpoint, save_checkpoint
 from tensorf_jt.dataLoader import RayBatchDataset, load_split, prepare_dataset
 from tensorf_jt.errors import ConfigError
-from tensorf_jt.evaluation import evaluate
+from tensorf_jt.evaluation import evaluate, evaluate_path
 from tensorf_jt.losses import mse_to_psnr
 from tensorf_jt.models import MODELS, TensorBase
 from tensorf_jt.profiling import stage
 from tensorf_jt.schedules import N_to_reso, TrainingSchedule, cal_n_samples, lr_decay_factor
+from tensorf_jt.training_log import TrainingLog
 
 
 def seed_everything(seed: int) -> None:
@@ -49,8 +50,10 @@ def peak_rss_mb() -> float:
 
 
 def make_optimizer(model: TensorBase, lr_grid: float, lr_network: float) -> jt.optim.Adam:
-    """Adam with the reference's betas; Jittor's Adam needs a default lr even with per-group lrs."""
-    return jt.optim.Adam(model.get_optparam_groups(lr_grid, lr_network), lr=lr_grid, betas=(0.9, 0.99))
+    """Adam with the reference's betas; Jittor's Adam needs a default lr even with per-group lrs.
+    Groups without parameters (the SH and RGB shaders have none) are left out."""
+    groups = [group for group in model.get_optparam_groups(lr_grid, lr_network) if list(group["params"])]
+    return jt.optim.Adam(groups, lr=lr_grid, betas=(0.9, 0.99))
 
 
 @dataclass
@@ -77,7 +80,8 @@ class Trainer:
         prepare_dataset(args)
         self.train_dataset = load_split(args, "train", is_stack=False)
         self.test_dataset = load_split(args, "test", is_stack=True)
-        self.white_bg = self.train_dataset.white_bg
+        self.white_bg = self.train_dataset.white_bg or args.white_bkgd
+        self.ndc_ray = bool(args.ndc_ray)
         self.logfolder = self._make_logfolder()
 
         aabb = self.train_dataset.scene_bbox
@@ -85,6 +89,7 @@ class Trainer:
         self.reso_mask = self.reso_cur
         self.nSamples = min(args.nSamples, cal_n_samples(self.reso_cur, args.step_ratio))
         self.model = self._build_model(aabb)
+        self.model.jitter_samples = args.perturb > 0
 
         self.schedule = TrainingSchedule.from_args(args)
         decay_iters = args.lr_decay_iters if args.lr_decay_iters > 0 else args.n_iters
@@ -93,8 +98,10 @@ class Trainer:
 
         self.L1_reg_weight = args.L1_weight_inital
         self.TV_weight_density, self.TV_weight_app = args.TV_weight_density, args.TV_weight_app
-        self._set_training_rays(*self.model.filtering_rays(
-            self.train_dataset.all_rays, self.train_dataset.all_rgbs, bbox_only=True))
+        rays, rgbs = self.train_dataset.all_rays, self.train_dataset.all_rgbs
+        if not args.ndc_ray:  # NDC rays all cross the NDC box; the reference filters neither
+            rays, rgbs = self.model.filtering_rays(rays, rgbs, bbox_only=True)
+        self._set_training_rays(rays, rgbs)
         self.events: list[tuple[int, str]] = []
 
     # ------------------------------------------------------------------- setup
@@ -156,7 +163,8 @@ class Trainer:
         """One optimisation step on the next ray batch; returns the batch's photometric MSE."""
         with stage("batch"):
             rays, rgbs = next(self._batch_iter)
-        rgb_map, _ = self.model(rays, white_bg=self.white_bg, is_train=True, N_samples=self.nSamples)
+        rgb_map, _ = self.model(rays, white_bg=self.white_bg, is_train=True, ndc_ray=self.ndc_ray,
+                                N_samples=self.nSamples)
         mse = jt.sqr(rgb_map - rgbs).mean()
         with stage("backward"):
             self.optimizer.zero_grad()
@@ -177,12 +185,14 @@ class Trainer:
                 occupied = 100 * self.model.alphaMask.occupied_fraction()
                 self.events.append((iteration, f"alpha mask {list(self.reso_mask)}, {occupied:.1f}% occupied"))
             if self.schedule.shrinks(iteration):
-                if new_aabb is not None:
+                if new_aabb is not None and not self.model.can_shrink:
+                    self.events.append((iteration, f"{type(self.model).__name__} keeps its box (no shrink)"))
+                elif new_aabb is not None:
                     self.model.shrink(new_aabb)
                     self._restart_optimizer_keeping_lr()
                     self.events.append((iteration, f"shrink to grid {self.model.gridSize}"))
                 self.L1_reg_weight = self.args.L1_weight_rest
-            if self.schedule.filters_rays(iteration):
+            if self.schedule.filters_rays(iteration) and not self.ndc_ray:
                 rays, rgbs = self.model.filtering_rays(self.ray_batches.rays, self.ray_batches.rgbs)
                 self._set_training_rays(rays, rgbs)
                 self.events.append((iteration, f"ray filtering kept {rays.shape[0]} rays"))
@@ -210,13 +220,14 @@ class Trainer:
         summary = evaluate(self.test_dataset, self.model, os.path.join(self.logfolder, "imgs_vis"),
                            N_vis=self.args.N_vis, prefix=f"{iteration:06d}_", N_samples=self.nSamples,
                            white_bg=self.white_bg, compute_extra_metrics=False, chunk=self.args.chunk_size,
-                           show_progress=False)
+                           show_progress=False, ndc_ray=self.ndc_ray)
         return summary.get("psnr", 0.0)
 
     # -------------------------------------------------------------------- run
     def run(self) -> TrainResult:
         args = self.args
         started = time.time()
+        train_log = TrainingLog(self.logfolder)
         step_times, recent_psnrs, test_psnr, last_psnr, logged_events = [], [], 0.0, 0.0, 0
         progress = tqdm(range(args.n_iters), miniters=args.progress_refresh_rate, file=sys.stdout,
                         dynamic_ncols=True)
@@ -227,18 +238,22 @@ class Trainer:
             last_psnr = mse_to_psnr(mse)
             recent_psnrs.append(last_psnr)
             if iteration % args.progress_refresh_rate == 0:
+                window_psnr = float(np.mean(recent_psnrs))
                 progress.set_description(
-                    f"Iteration {iteration:05d}: train_psnr = {np.mean(recent_psnrs):.2f} "
+                    f"Iteration {iteration:05d}: train_psnr = {window_psnr:.2f} "
                     f"test_psnr = {test_psnr:.2f} mse = {mse:.6f}")
+                train_log.row(self, iteration, mse=mse, train_psnr=window_psnr)
                 recent_psnrs = []
             if args.N_vis != 0 and iteration % args.vis_every == args.vis_every - 1:
                 test_psnr = self.visualize(iteration)
+                train_log.row(self, iteration, test_psnr=test_psnr, event="test views rendered (imgs_vis)")
             if self.schedule.updates_alpha_mask(iteration):
                 self.update_alpha_mask(iteration)
             if self.schedule.upsamples(iteration):
                 self.upsample(iteration)
             for event_iteration, text in self.events[logged_events:]:
                 progress.write(f"[{event_iteration}] {text}")
+                train_log.row(self, event_iteration, event=text)
             logged_events = len(self.events)
             if args.gc_every > 0 and (iteration + 1) % args.gc_every == 0:
                 free_memory()
@@ -254,10 +269,15 @@ class Trainer:
         if args.render_train:
             train_views = load_split(args, "train", is_stack=True)
             evaluate(train_views, self.model, os.path.join(self.logfolder, "imgs_train_all"),
-                     white_bg=self.white_bg, chunk=args.chunk_size)
+                     white_bg=self.white_bg, chunk=args.chunk_size, ndc_ray=self.ndc_ray)
         if args.render_test:
             result.test_metrics = evaluate(self.test_dataset, self.model, os.path.join(self.logfolder, "imgs_test_all"),
-                                           white_bg=self.white_bg, chunk=args.chunk_size)
+                                           white_bg=self.white_bg, chunk=args.chunk_size, ndc_ray=self.ndc_ray)
+            train_log.row(self, args.n_iters - 1, test_psnr=result.test_metrics["psnr"], event="test split rendered")
+        if args.render_path:
+            evaluate_path(self.test_dataset, self.model, os.path.join(self.logfolder, "imgs_path_all"),
+                          white_bg=self.white_bg, ndc_ray=self.ndc_ray, chunk=args.chunk_size)
+        train_log.close()
         return result
 
 

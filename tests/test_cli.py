@@ -20,13 +20,18 @@ def assert_clean_failure(result, *fragments):
     (["--config", "configs/lego.txt", "--model_name", "TensorXY"], ["model_name 'TensorXY' is not supported"]),
     (["--config", "{tmp}/unknown.txt"], ["every key must be one of the flags"]),
     (["--config", "{tmp}/no_such_config.txt"], ["no_such_config.txt"]),
-    (["--config", "configs/lego.txt", "--ndc_ray", "1"], ["ndc_ray = 1: NDC rays", "set it to 0"]),
+    (["--config", "configs/lego.txt", "--lindisp"], ["lindisp = True has no effect", "disparity"]),
+    (["--config", "configs/lego.txt", "--idx_view", "3"], ["idx_view = 3 has no effect", "Remove it"]),
+    (["--config", "configs/lego.txt", "--perturb", "0.5"], ["perturb must be 0 (no jitter) or 1"]),
+    (["--config", "configs/lego.txt", "--downsample_test", "0"], ["downsample_train and downsample_test must be"]),
+    (["--config", "configs/lego.txt", "--model_name", "TensorVM", "--n_lamb_sigma", "16", "--n_lamb_sigma", "4",
+      "--n_lamb_sigma", "4", "--datadir", "{scene}", "--basedir", "{tmp}"], ["n_lamb_sigma needs the same count"]),
     (["--config", "configs/lego.txt", "--vis_every", "0"], ["vis_every must be positive"]),
     (["--config", "configs/lego.txt", "--render_only", "1", "--render_test", "0"], ["renders nothing"]),
 ])
-def test_train_rejects_bad_input(tmp_path, argv, fragments):
+def test_train_rejects_bad_input(tmp_path, tiny_scene, argv, fragments):
     (tmp_path / "unknown.txt").write_text("expname = x\nlearning_speed = 3\n")
-    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("{scene}", tiny_scene) for a in argv]
     assert_clean_failure(run_python(["train.py", *argv], timeout=300), *fragments)
 
 

@@ -21,7 +21,7 @@ exec > >(tee -a "$OUT/gpu_check.log") 2>&1
 
 stamp() { echo "[$(date +%T)] $*"; }
 stamp "installing carried packages"
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --target /tmp/site .whl/*
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --upgrade --target /tmp/site .whl/*
 export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
 # Nothing may be downloaded, and TensoRF needs none of cutt, nccl, cutlass, MPI or cuDNN
 # (conv_opt=1 makes Jittor set up only cuBLAS and cuRAND).

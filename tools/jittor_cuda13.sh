@@ -8,6 +8,7 @@
 #    removed (only used to pick the "fastest" GPU and to refuse prohibited ones);
 #  - it compiles CUDA with -std=c++14, and CUDA 13's CUB needs C++17: nvcc is reached
 #    through a wrapper that raises the dialect;
+#  - CUDA 13's CUB dropped the iterators its cub_where op uses (they live in Thrust now);
 #  - it looks for headers and libraries next to nvcc (include/, lib64/): the wrapper's
 #    folder gets both, gathered from the toolkit and from NVIDIA's pip packages, with the
 #    unversioned libX.so names Jittor asks for.
@@ -27,6 +28,13 @@ helper="$site/jittor/extern/cuda/inc/helper_cuda.h"
 sed -i -e 's/deviceProp\.computeMode == cudaComputeModeProhibited/false/g' \
        -e 's/deviceProp\.computeMode != cudaComputeModeProhibited/true/g' \
        -e 's/deviceProp\.clockRate/1/g' "$helper"
+
+where_op="$site/jittor/extern/cuda/cub/ops/cub_where_op.cc"
+grep -q "thrust::counting_iterator" "$where_op" || sed -i \
+    -e 's/cub::CountingInputIterator</thrust::counting_iterator</' \
+    -e 's/cub::TransformInputIterator<\([^,]*\), \([^,]*\), \([^>]*\)>/thrust::transform_iterator<\2, \3, \1>/' \
+    -e 's|#include <cub/cub.cuh>|#include <cub/cub.cuh>\n#include <thrust/iterator/counting_iterator.h>\n#include <thrust/iterator/transform_iterator.h>|' \
+    "$where_op"
 
 mkdir -p "$shim/bin" "$shim/include" "$shim/lib64"
 cat > "$shim/bin/nvcc" <<EOF

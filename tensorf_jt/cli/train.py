@@ -1,6 +1,8 @@
 """``train.py``: train a model from a config (reference flags), or render/export from ``--ckpt``.
 
 With no arguments at all it trains the built-in demo scene (``configs/demo.txt``).
+``--export_mesh 1`` writes the mesh of ``--ckpt`` and stops (the reference goes on to train);
+with ``--render_only 1`` it also renders what the render flags ask for.
 """
 from __future__ import annotations
 
@@ -18,11 +20,14 @@ def _main(argv: list[str]) -> int:
                               "pass --config FILE.")
         argv = ["--config", str(DEMO_CONFIG)]
     args, explicit = parse_args_and_sources(argv)
-    if args.render_only:
-        if not (args.render_test or args.render_train):
-            raise ConfigError("render_only = 1 renders nothing without --render_test 1 or --render_train 1.")
+    if args.export_mesh and not args.ckpt:
+        raise ConfigError("export_mesh = 1 exports the mesh of a trained model: give --ckpt PATH.th.")
+    if args.render_only and not (args.render_test or args.render_train or args.render_path):
+        raise ConfigError("render_only = 1 renders nothing without --render_test 1, --render_train 1 "
+                          "or --render_path 1.")
+    if args.render_only or args.export_mesh:
         from tensorf_jt.cli.render import render_checkpoint
-        render_checkpoint(args, explicit)
+        render_checkpoint(args, explicit, render=bool(args.render_only))
         return 0
     from tensorf_jt.trainer import train
     result = train(args)

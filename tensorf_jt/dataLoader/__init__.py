@@ -1,16 +1,57 @@
 """Dataset formats. ``dataset_dict`` maps the reference's ``dataset_name`` values to loaders.
 
-``demo`` is ours: the built-in procedural scene, generated into ``datadir`` on first use and
-then read by the blender loader (it is written in that layout).
+- ``blender``: NeRF-synthetic, ``transforms_{split}.json`` (``blender.BlenderDataset``)
+- ``llff``: forward-facing LLFF, ``poses_bounds.npy`` (``llff.LLFFDataset``)
+- ``nsvf``: NSVF layout, ``bbox.txt``/``intrinsics.txt``/``pose/``/``rgb/`` (``nsvf.NSVFDataset``)
+- ``tankstemple``: Tanks&Temples in NSVF's layout (``tankstemple.TanksTempleDataset``)
+- ``own_data``: instant-ngp ``transforms*.json``, e.g. from COLMAP (``own_data.OwnDataDataset``)
+- ``demo``: ours, the procedural scene, generated into ``datadir`` on first use and then
+  read by the blender loader (it is written in that layout)
+
+Every loader follows one interface (``docs/DATASETS.md`` describes the folder layouts):
+
+``Loader(datadir: str, split: str = "train", downsample: float = 1.0, is_stack: bool = False)``
+    loads one split ("train", "val" or "test") into host memory; ``downsample`` divides the
+    image size (images are really resized, focal lengths scaled). LLFF's default is 4.0, as
+    in the reference. Problems with the files raise ``DatasetError`` naming the file.
+
+Attributes (numpy, float32 unless said otherwise):
+
+- ``all_rays``: [N*H*W, 6] (origin, direction), or [N, H*W, 6] when ``is_stack``.
+  Directions are unit length except for LLFF, whose rays are in NDC.
+- ``all_rgbs``: [N*H*W, 3], or [N, H, W, 3] when ``is_stack``; in [0, 1], RGBA
+  composited onto white where ``white_bg``.
+- ``img_wh``: (W, H) after downsampling. ``focal``: focal length in pixels at that size
+  (a float for blender, [fx, fy] for the others).
+- ``poses``: this split's camera-to-world matrices [N, 4, 4], in the convention the loader
+  builds its rays with (OpenCV for all but LLFF, whose centred poses are OpenGL).
+- ``scene_bbox``: [2, 3]; ``near_far``: list of two floats; ``white_bg``: bool.
+- ``all_depths``: ground-truth depth [N, H, W] when the scene has it (the demo scene), else None.
+- ``render_path``: [K, 4, 4] camera-to-world poses for ``--render_path`` videos, in the
+  same convention as ``poses``.
+
+Method: ``rays_for_pose(c2w) -> np.ndarray``: float32 rays [H*W, 6] of a camera at ``c2w``
+(one ``render_path`` entry, say), made exactly as the loader makes its own rays (NDC for LLFF).
 """
 from __future__ import annotations
 
 from tensorf_jt.dataLoader.blender import BlenderDataset
 from tensorf_jt.dataLoader.demo_scene import DemoSceneSpec, ensure_generated
+from tensorf_jt.dataLoader.llff import LLFFDataset
+from tensorf_jt.dataLoader.nsvf import NSVFDataset
+from tensorf_jt.dataLoader.own_data import OwnDataDataset
 from tensorf_jt.dataLoader.ray_batches import RayBatchDataset
+from tensorf_jt.dataLoader.tankstemple import TanksTempleDataset
 from tensorf_jt.errors import ConfigError
 
-dataset_dict = {"blender": BlenderDataset, "demo": BlenderDataset}
+dataset_dict = {
+    "blender": BlenderDataset,
+    "llff": LLFFDataset,
+    "nsvf": NSVFDataset,
+    "tankstemple": TanksTempleDataset,
+    "own_data": OwnDataDataset,
+    "demo": BlenderDataset,
+}
 
 
 def demo_spec(args) -> DemoSceneSpec:
@@ -32,8 +73,11 @@ def prepare_dataset(args) -> bool:
 
 def load_split(args, split: str, is_stack: bool) -> BlenderDataset:
     """One split of the dataset named by ``args``, downsampled by the split's own factor."""
-    downsample = args.downsample_train if split == "train" else args.downsample_test
+    downsample = args.downsample_train
+    if split != "train" and args.downsample_test is not None:
+        downsample = args.downsample_test
     return dataset_dict[args.dataset_name](args.datadir, split=split, downsample=downsample, is_stack=is_stack)
 
 
-__all__ = ["BlenderDataset", "RayBatchDataset", "dataset_dict", "demo_spec", "load_split", "prepare_dataset"]
+__all__ = ["BlenderDataset", "LLFFDataset", "NSVFDataset", "OwnDataDataset", "RayBatchDataset", "TanksTempleDataset",
+           "dataset_dict", "demo_spec", "load_split", "prepare_dataset"]

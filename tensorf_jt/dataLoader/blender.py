@@ -15,6 +15,7 @@ import imageio.v3 as iio
 import numpy as np
 from PIL import Image
 
+from tensorf_jt.dataLoader.camera_paths import orbit_path
 from tensorf_jt.errors import DatasetError
 from tensorf_jt.rays import blender_pose_to_opencv, camera_rays, focal_from_fov
 
@@ -53,7 +54,8 @@ class BlenderDataset:
     Attributes follow the reference: ``all_rays`` ([N*H*W, 6] or stacked [N, H*W, 6]),
     ``all_rgbs`` ([N*H*W, 3] or [N, H, W, 3]), ``img_wh``, ``focal``, ``poses`` (OpenCV
     camera-to-world, [N, 4, 4]), ``scene_bbox``, ``near_far``, ``white_bg``; plus
-    ``all_depths`` ([N, H, W], 0 where nothing is hit) when the scene provides depth.
+    ``all_depths`` ([N, H, W], 0 where nothing is hit) when the scene provides depth, and
+    ``render_path`` / ``rays_for_pose`` (the common interface of ``tensorf_jt.dataLoader``).
     """
 
     scene_bbox = np.array([[-1.5, -1.5, -1.5], [1.5, 1.5, 1.5]], dtype=np.float32)
@@ -68,6 +70,7 @@ class BlenderDataset:
         self.downsample = float(downsample)
         meta = self._read_meta(os.path.join(datadir, f"transforms_{split}.json"))
         self._load_frames(meta["camera_angle_x"], meta["frames"])
+        self.render_path = self._render_path()
 
     @staticmethod
     def _read_meta(path: str) -> dict:
@@ -129,6 +132,24 @@ class BlenderDataset:
         else:
             self.all_rays = np.concatenate(rays)
             self.all_rgbs = np.concatenate(rgbs)
+
+    def rays_for_pose(self, c2w: np.ndarray) -> np.ndarray:
+        """Rays [H*W, 6] float32 (origin, unit direction) of a camera at ``c2w`` (OpenCV, [3 or 4, 4])."""
+        w, h = self.img_wh
+        return camera_rays(h, w, self.focal, c2w)
+
+    def _render_path(self) -> np.ndarray:
+        """120 OpenCV poses circling the origin (z up) at the training cameras' mean distance and elevation.
+
+        Ours: the reference has no render path for this format. The training cameras come from
+        ``transforms_train.json`` whatever the split (this split's cameras if that file is missing).
+        """
+        poses = self.poses.astype(np.float64)
+        train_file = os.path.join(self.root_dir, "transforms_train.json")
+        if self.split != "train" and os.path.isfile(train_file):
+            frames = self._read_meta(train_file)["frames"]
+            poses = np.stack([blender_pose_to_opencv(frame["transform_matrix"]) for frame in frames])
+        return orbit_path(poses, np.zeros(3), n_views=120, up=(0.0, 0.0, 1.0)).astype(np.float32)
 
     def _load_depth(self, depth_path: str, size_wh: tuple[int, int]) -> np.ndarray:
         """Ground-truth ray distance [H, W] (0 = background), nearest-resampled to ``size_wh``."""

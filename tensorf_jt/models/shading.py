@@ -109,7 +109,43 @@ class MLPRender(_MLPShader):
         return layout
 
 
-SHADING_MODES = ("MLP_Fea", "MLP_PE", "MLP")
+# Real spherical-harmonic basis constants up to degree 2 (the reference's ``sh.py`` values).
+SH_C0 = 0.28209479177387814
+SH_C1 = 0.4886025119029199
+SH_C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005, -1.0925484305920792, 0.5462742152960396)
+
+
+def sh_basis_degree2(dirs: jt.Var) -> jt.Var:
+    """The 9 real SH basis functions of degree <= 2 at unit directions [N, 3] -> [N, 9]."""
+    x, y, z = dirs[:, 0], dirs[:, 1], dirs[:, 2]
+    xx, yy, zz = x * x, y * y, z * z
+    return jt.stack([
+        jt.full_like(x, SH_C0),
+        -SH_C1 * y, SH_C1 * z, -SH_C1 * x,
+        SH_C2[0] * x * y, SH_C2[1] * y * z, SH_C2[2] * (2.0 * zz - xx - yy), SH_C2[3] * x * z,
+        SH_C2[4] * (xx - yy),
+    ], dim=1)
+
+
+class SHRender(nn.Module):
+    """Colour as degree-2 spherical harmonics: 27 appearance features are 3 x 9 coefficients.
+
+    Parameter-free, as the reference's ``SHRender`` function; output relu(SH(dir) + 0.5).
+    """
+
+    def execute(self, pts: jt.Var, viewdirs: jt.Var, features: jt.Var) -> jt.Var:
+        coefficients = features.reshape(features.shape[0], 3, 9)
+        return nn.relu((coefficients * sh_basis_degree2(viewdirs).unsqueeze(1)).sum(-1) + 0.5)
+
+
+class RGBRender(nn.Module):
+    """The appearance features are the colour (``app_dim`` 3); reference ``RGBRender``."""
+
+    def execute(self, pts: jt.Var, viewdirs: jt.Var, features: jt.Var) -> jt.Var:
+        return features
+
+
+SHADING_MODES = ("MLP_Fea", "MLP_PE", "MLP", "SH", "RGB")
 
 
 def build_shader(shadingMode: str, app_dim: int, pos_pe: int, view_pe: int, fea_pe: int, featureC: int) -> nn.Module:
@@ -120,6 +156,14 @@ def build_shader(shadingMode: str, app_dim: int, pos_pe: int, view_pe: int, fea_
         return MLPRender_PE(app_dim, view_pe, pos_pe, featureC)
     if shadingMode == "MLP":
         return MLPRender(app_dim, view_pe, featureC)
+    if shadingMode == "SH":
+        if app_dim != 27:
+            raise ConfigError(f"shadingMode SH needs data_dim_color = 27 (3 colours x 9 SH coefficients), got {app_dim}.")
+        return SHRender()
+    if shadingMode == "RGB":
+        if app_dim != 3:
+            raise ConfigError(f"shadingMode RGB needs data_dim_color = 3 (the features are the colour), got {app_dim}.")
+        return RGBRender()
     raise ConfigError(
         f"shadingMode '{shadingMode}' is not supported; choose one of {', '.join(SHADING_MODES)}."
     )

@@ -21,7 +21,7 @@ from tensorf_jt.kernels.compositing import composite_weights, segment_sum
 from tensorf_jt.kernels.ray_marching import march_rays, rays_hit_alpha
 from tensorf_jt.models.shading import build_shader
 from tensorf_jt.profiling import stage
-from tensorf_jt.sampling import ray_box_intersection, sample_along_rays, sample_distances
+from tensorf_jt.sampling import ray_box_intersection, sample_along_rays, sample_along_rays_ndc, sample_distances
 from tensorf_jt.torch_numerics import linspace_f32
 
 DENSITY_ACTIVATIONS = ("softplus", "relu")
@@ -41,6 +41,18 @@ def softplus(x: jt.Var, threshold: float = 20.0) -> jt.Var:
     return jt.ternary(large, x, smooth)
 
 
+def as_trainable(var: jt.Var) -> jt.Var:
+    """A fresh leaf that the optimizer will update.
+
+    Vars made under ``jt.no_grad()`` (upsampling, shrinking) are stop-grad: Jittor still lists
+    them as parameters, but Adam skips them silently. The copy is detached from the history
+    that made it and explicitly re-enabled for gradients.
+    """
+    leaf = var.detach().clone()
+    leaf.start_grad()
+    return leaf
+
+
 def _flat_indices(mask: jt.Var) -> jt.Var:
     """Positions (int32) of the true entries of a boolean mask, flattened."""
     return jt.where(mask.reshape(-1))[0]
@@ -56,6 +68,11 @@ class TensorBase(nn.Module):
     # Which grid axes each of the three planes spans and which axis its line runs along.
     matMode = ((0, 1), (0, 2), (1, 2))
     vecMode = (2, 1, 0)
+    # Whether the first alpha-mask update may crop the grid to the occupied box.
+    can_shrink = True
+    # Training jitters sample positions along each ray (``--perturb 1``); a training-time
+    # setting, not part of the model's kwargs.
+    jitter_samples = True
 
     def __init__(
         self,
@@ -154,6 +171,42 @@ class TensorBase(nn.Module):
 
     def shrink(self, new_aabb: np.ndarray) -> None:
         raise NotImplementedError
+
+    def shrink_bounds(self, new_aabb: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Voxel index range [top_left, bottom_right) per axis covering ``new_aabb``, and
+        whether an axis had to be widened.
+
+        Snaps to whole voxels as the reference does. Deliberate guard the reference lacks:
+        every axis keeps at least two voxels, since a one-voxel axis has no voxel size
+        (``units`` divide by gridSize - 1).
+        """
+        new_aabb = np.asarray(new_aabb, dtype=np.float32)
+        grid = np.asarray(self.gridSize, dtype=np.int64)
+        top_left = np.round((new_aabb[0] - self.aabb[0]) / self.units).astype(np.int64)
+        bottom_right = np.round((new_aabb[1] - self.aabb[0]) / self.units).astype(np.int64) + 1
+        bottom_right = np.minimum(bottom_right, grid)
+        too_thin = bottom_right - top_left < 2
+        bottom_right = np.where(too_thin, np.minimum(top_left + 2, grid), bottom_right)
+        top_left = np.where(too_thin, np.maximum(bottom_right - 2, 0), top_left)
+        return top_left, bottom_right, bool(too_thin.any())
+
+    def finish_shrink(self, new_aabb: np.ndarray, top_left: np.ndarray, bottom_right: np.ndarray,
+                      widened: bool) -> None:
+        """Adopt the cropped grid: new box and step size.
+
+        When the alpha grid's resolution differs from the model's, or an axis was widened to
+        two voxels, the box is corrected to the snapped voxel bounds (as the reference does).
+        """
+        new_aabb = np.asarray(new_aabb, dtype=np.float32)
+        grid = np.asarray(self.gridSize, dtype=np.int64)
+        mask_grid_differs = self.alphaMask is not None and list(self.alphaMask.grid_size) != list(self.gridSize)
+        if mask_grid_differs or widened:
+            low = top_left.astype(np.float32) / (grid - 1).astype(np.float32)
+            high = (bottom_right - 1).astype(np.float32) / (grid - 1).astype(np.float32)
+            new_aabb = np.stack([(1 - low) * self.aabb[0] + low * self.aabb[1],
+                                 (1 - high) * self.aabb[0] + high * self.aabb[1]]).astype(np.float32)
+        self.set_aabb(new_aabb)
+        self.update_stepSize(bottom_right - top_left)
 
     def get_optparam_groups(self, lr_init_spatialxyz: float = 0.02, lr_init_network: float = 0.001) -> list[dict]:
         raise NotImplementedError
@@ -275,7 +328,8 @@ class TensorBase(nn.Module):
 
     # ------------------------------------------------------------------ forward
     def execute(
-        self, rays_chunk: jt.Var, white_bg: bool = True, is_train: bool = False, N_samples: int = -1
+        self, rays_chunk: jt.Var, white_bg: bool = True, is_train: bool = False, ndc_ray: bool = False,
+        N_samples: int = -1,
     ) -> tuple[jt.Var, jt.Var]:
         """Render rays [R, 6] (origin, direction) -> rgb_map [R, 3], depth_map [R].
 
@@ -283,12 +337,14 @@ class TensorBase(nn.Module):
         it or outside the alpha grid, evaluate density where samples remain, composite, and
         shade only samples whose weight exceeds ``rayMarch_weight_thres``. The fused kernels
         do this on packed samples, the reference path on the dense [R, S] sample grid.
+        ``ndc_ray`` rays (forward-facing scenes) are sampled in NDC space on the dense grid by
+        both paths; the fused field kernels still evaluate them.
         """
         n_samples = N_samples if N_samples > 0 else self.nSamples
         white = white_bg or (is_train and float(np.random.rand()) < 0.5)
-        if kernels.fused_enabled():
+        if kernels.fused_enabled() and not ndc_ray:
             return self._render_packed(rays_chunk, white, is_train, n_samples)
-        return self._render_dense(rays_chunk, white, is_train, n_samples)
+        return self._render_dense(rays_chunk, white, is_train, n_samples, ndc_ray)
 
     def _shade(self, points: jt.Var, viewdirs: jt.Var) -> jt.Var:
         """Colour [M, 3] of normalised points [M, 3] seen along viewdirs [M, 3]."""
@@ -297,13 +353,22 @@ class TensorBase(nn.Module):
         with stage("shading"):
             return self.renderModule(points, viewdirs, features)
 
-    def _render_dense(self, rays_chunk: jt.Var, white: bool, is_train: bool, n_samples: int):
+    def _render_dense(self, rays_chunk: jt.Var, white: bool, is_train: bool, n_samples: int, ndc_ray: bool = False):
         rays_o, viewdirs = rays_chunk[:, :3], rays_chunk[:, 3:6]
         n_rays = rays_chunk.shape[0]
         with stage("sampling"):
-            xyz, z_vals, inside = sample_along_rays(
-                rays_o, viewdirs, self._aabb_var, self.near_far, self.stepSize, n_samples, jitter=is_train)
-            dists = sample_distances(z_vals)
+            if ndc_ray:
+                xyz, z_vals, inside = sample_along_rays_ndc(
+                    rays_o, viewdirs, self._aabb_var, self.near_far, n_samples, jitter=is_train and self.jitter_samples)
+                # NDC directions are not unit length: distances scale by their norm, and the
+                # shading sees the normalised direction.
+                ray_norm = jt.sqrt(jt.sqr(viewdirs).sum(-1, keepdims=True))
+                dists = sample_distances(z_vals) * ray_norm
+                viewdirs = viewdirs / ray_norm
+            else:
+                xyz, z_vals, inside = sample_along_rays(rays_o, viewdirs, self._aabb_var, self.near_far,
+                                                        self.stepSize, n_samples, jitter=is_train and self.jitter_samples)
+                dists = sample_distances(z_vals)
             xyz = xyz.reshape(-1, 3)
             valid = _flat_indices(inside)
             if self.alphaMask is not None and valid.shape[0] > 0:
@@ -333,7 +398,7 @@ class TensorBase(nn.Module):
         with stage("sampling"):
             t_enter, _ = ray_box_intersection(rays_o, viewdirs, self._aabb_var)
             t_start = t_enter.clamp(min_v=self.near_far[0], max_v=self.near_far[1])
-            jitter = jt.rand(n_rays) if is_train else jt.zeros(n_rays, dtype="float32")
+            jitter = jt.rand(n_rays) if is_train and self.jitter_samples else jt.zeros(n_rays, dtype="float32")
             samples = march_rays(rays_o, viewdirs, t_start, jitter, self._aabb_var, self.alphaMask,
                                  self.stepSize, n_samples)
         rgb_sum = jt.zeros((n_rays, 3), dtype="float32")

@@ -15,20 +15,8 @@ from jittor import nn
 from tensorf_jt import kernels
 from tensorf_jt.interpolation import bilinear_sample, linear_sample
 from tensorf_jt.kernels.vm_field import vm_features
-from tensorf_jt.losses import total_variation
-from tensorf_jt.models.tensor_base import TensorBase
-
-
-def as_trainable(var: jt.Var) -> jt.Var:
-    """A fresh leaf that the optimizer will update.
-
-    Vars made under ``jt.no_grad()`` (upsampling, shrinking) are stop-grad: Jittor still lists
-    them as parameters, but Adam skips them silently. The copy is detached from the history
-    that made it and explicitly re-enabled for gradients.
-    """
-    leaf = var.detach().clone()
-    leaf.start_grad()
-    return leaf
+from tensorf_jt.losses import line_orthogonality, total_variation
+from tensorf_jt.models.tensor_base import TensorBase, as_trainable
 
 
 class TensorVMSplit(TensorBase):
@@ -78,31 +66,32 @@ class TensorVMSplit(TensorBase):
             products.append(plane_values * line_values)
         return products
 
+    def density_grids(self) -> tuple[list[jt.Var], list[jt.Var]]:
+        """The three density planes [1, C, H, W] and lines [1, C, L, 1], in matMode/vecMode order."""
+        return list(self.density_plane), list(self.density_line)
+
+    def app_grids(self) -> tuple[list[jt.Var], list[jt.Var]]:
+        """The three appearance planes and lines, as ``density_grids``."""
+        return list(self.app_plane), list(self.app_line)
+
     def compute_densityfeature(self, xyz_normed: jt.Var) -> jt.Var:
+        planes, lines = self.density_grids()
         if kernels.fused_enabled():
-            return vm_features(xyz_normed, *self._channel_last(self.density_plane, self.density_line), density_mode=True)
-        products = self._plane_line_products(self.density_plane, self.density_line, xyz_normed)
-        return sum(p.sum(-1) for p in products)
+            return vm_features(xyz_normed, *self._channel_last(planes, lines), density_mode=True)
+        return sum(p.sum(-1) for p in self._plane_line_products(planes, lines, xyz_normed))
 
     def compute_appfeature(self, xyz_normed: jt.Var) -> jt.Var:
+        planes, lines = self.app_grids()
         if kernels.fused_enabled():
-            products = vm_features(xyz_normed, *self._channel_last(self.app_plane, self.app_line), density_mode=False)
+            products = vm_features(xyz_normed, *self._channel_last(planes, lines), density_mode=False)
         else:
-            products = jt.concat(self._plane_line_products(self.app_plane, self.app_line, xyz_normed), dim=-1)
+            products = jt.concat(self._plane_line_products(planes, lines, xyz_normed), dim=-1)
         return self.basis_mat(products)
 
     # ------------------------------------------------------------- regularisers
     def vector_comp_diffs(self) -> jt.Var:
-        """Orthogonality penalty: mean |off-diagonal| of each line set's Gram matrix."""
-        total = 0.0
-        for lines in (self.density_line, self.app_line):
-            for line in lines:
-                n_comp, n_size = line.shape[1], line.shape[2]
-                vectors = line.reshape(n_comp, n_size)
-                gram = jt.matmul(vectors, vectors.transpose(1, 0))
-                off_diagonal = gram * (1.0 - jt.init.eye(n_comp, "float32"))
-                total = total + off_diagonal.abs().sum() / (n_comp * (n_comp - 1))
-        return total
+        """Orthogonality penalty over the components of every density and appearance line."""
+        return line_orthogonality(list(self.density_line) + list(self.app_line))
 
     def density_L1(self) -> jt.Var:
         """Mean absolute value of every density plane and line (sparsity prior)."""
@@ -139,17 +128,7 @@ class TensorVMSplit(TensorBase):
         model's, the box is corrected to the snapped voxel bounds (as the reference does), and
         likewise when an axis had to be widened to two voxels.
         """
-        new_aabb = np.asarray(new_aabb, dtype=np.float32)
-        grid = np.asarray(self.gridSize, dtype=np.int64)
-        top_left = np.round((new_aabb[0] - self.aabb[0]) / self.units).astype(np.int64)
-        bottom_right = np.round((new_aabb[1] - self.aabb[0]) / self.units).astype(np.int64) + 1
-        bottom_right = np.minimum(bottom_right, grid)
-        # Deliberate guard the reference lacks: keep at least two voxels per axis, since a
-        # one-voxel axis has no voxel size (units divide by gridSize - 1).
-        too_thin = bottom_right - top_left < 2
-        bottom_right = np.where(too_thin, np.minimum(top_left + 2, grid), bottom_right)
-        top_left = np.where(too_thin, np.maximum(bottom_right - 2, 0), top_left)
-
+        top_left, bottom_right, widened = self.shrink_bounds(new_aabb)
         with jt.no_grad():
             for i, vec_id in enumerate(self.vecMode):
                 lo, hi = top_left[vec_id], bottom_right[vec_id]
@@ -161,11 +140,4 @@ class TensorVMSplit(TensorBase):
                 self.density_plane[i] = as_trainable(self.density_plane[i][:, :, rows, cols])
                 self.app_plane[i] = as_trainable(self.app_plane[i][:, :, rows, cols])
 
-        mask_grid_differs = self.alphaMask is not None and list(self.alphaMask.grid_size) != list(self.gridSize)
-        if mask_grid_differs or too_thin.any():
-            low = top_left.astype(np.float32) / (grid - 1).astype(np.float32)
-            high = (bottom_right - 1).astype(np.float32) / (grid - 1).astype(np.float32)
-            new_aabb = np.stack([(1 - low) * self.aabb[0] + low * self.aabb[1],
-                                 (1 - high) * self.aabb[0] + high * self.aabb[1]]).astype(np.float32)
-        self.set_aabb(new_aabb)
-        self.update_stepSize(bottom_right - top_left)
+        self.finish_shrink(new_aabb, top_left, bottom_right, widened)

@@ -1,0 +1,213 @@
+"""Your own scenes ("own_data"): instant-ngp style ``transforms*.json`` (for example from COLMAP).
+
+Layout::
+
+    scene/transforms_train.json, transforms_test.json (transforms_val.json optional)
+        or a single scene/transforms.json, split here (see below)
+    scene/<file_path of each frame>   images, relative to the scene folder
+
+Each JSON file holds the shared camera -- ``w``, ``h`` (pixels), focal lengths ``fl_x``,
+``fl_y`` (pixels) or fields of view ``camera_angle_x``, ``camera_angle_y`` (radians), and
+optionally the principal point ``cx``, ``cy`` (pixels; default the image centre) -- and
+``frames``: ``file_path`` plus ``transform_matrix``, a 4x4 camera-to-world matrix in the
+Blender/OpenGL convention (x right, y up, z back). ``tools/colmap_to_transforms.py`` writes
+such a file from a COLMAP text model; ``docs/DATASETS.md`` describes the format.
+
+Faithful to the reference's ``YourOwnDataset``: box [-1.5, 1.5]^3, near/far 0.1..100, white
+background (RGBA composited on white), unit-length ray directions through pixel centres,
+poses converted to OpenCV. Differences: ``fl_x``/``fl_y`` are read when present (the
+reference needs the angles); ``camera_angle_y`` or ``fl_y`` may be missing (then fy = fx);
+the principal point is scaled with ``downsample`` (the reference keeps full-size cx, cy,
+which shifts every downsampled ray); ``w``/``h`` default to the first image's size;
+``file_path`` may carry its extension (the reference always appends ".png", which breaks on
+COLMAP-converted files); a single ``transforms.json`` is split deterministically; lens
+distortion fields (k1, k2, p1, p2) are ignored, as there. Split rule for a single file:
+frames sorted by ``file_path``, every 8th one (positions 0, 8, 16, ...) is the test split
+(and val), the others train -- LLFF's hold-out rule. The render path (the reference has
+none) circles the box centre at the training cameras' mean distance and elevation, with
+"up" the cameras' mean up vector.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from tensorf_jt.dataLoader.blender import composite_on_white, read_rgba, resize_rgba
+from tensorf_jt.dataLoader.camera_paths import orbit_path
+from tensorf_jt.errors import DatasetError
+from tensorf_jt.rays import BLENDER_TO_OPENCV, get_ray_directions, rays_from_directions
+
+HOLD_EVERY = 8  # single transforms.json: every 8th frame (sorted by file_path) is a test frame
+
+
+def read_json(path: str) -> dict:
+    """A transforms file as a dict, with its frames checked."""
+    try:
+        with open(path, "r", encoding="utf-8") as handle:
+            meta = json.load(handle)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DatasetError(f"'{path}' is not valid JSON: {err}.") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("frames"), list):
+        raise DatasetError(f"'{path}' lacks the list 'frames'.")
+    if not meta["frames"]:
+        raise DatasetError(f"'{path}' lists no frames.")
+    for index, frame in enumerate(meta["frames"]):
+        for key in ("file_path", "transform_matrix"):
+            if not isinstance(frame, dict) or key not in frame:
+                raise DatasetError(f"Frame {index} of '{path}' lacks the key '{key}'.")
+        if not isinstance(frame["file_path"], str):
+            raise DatasetError(f"Frame {index} of '{path}': 'file_path' must be a string.")
+        try:
+            matrix = np.asarray(frame["transform_matrix"], dtype=np.float64)
+        except (TypeError, ValueError):
+            matrix = np.zeros(0)
+        if matrix.shape != (4, 4) or not np.all(np.isfinite(matrix)):
+            raise DatasetError(f"Frame {index} of '{path}': 'transform_matrix' must be a 4x4 matrix of "
+                               f"finite numbers.")
+    return meta
+
+
+def split_frames(frames: list[dict], split: str, hold_every: int = HOLD_EVERY) -> list[dict]:
+    """This split's frames of a single transforms.json: sorted by file_path, every ``hold_every``-th to test/val."""
+    ordered = sorted(frames, key=lambda frame: str(frame["file_path"]))
+    if split == "train":
+        return [frame for i, frame in enumerate(ordered) if i % hold_every]
+    return ordered[::hold_every]
+
+
+def _number(meta: dict, key: str, path: str) -> float | None:
+    if key not in meta:
+        return None
+    try:
+        value = float(meta[key])
+    except (TypeError, ValueError):
+        raise DatasetError(f"'{path}': '{key}' must be a number, got {meta[key]!r}.") from None
+    if not np.isfinite(value):
+        raise DatasetError(f"'{path}': '{key}' must be finite.")
+    return value
+
+
+class OwnDataDataset:
+    """One split of an instant-ngp style scene, loaded into host memory.
+
+    Attributes as the common interface (``tensorf_jt.dataLoader``); ``focal`` is [fx, fy] at
+    the loaded size, ``intrinsics`` the 3x3 matrix at the loaded size, ``poses`` the split's
+    OpenCV camera-to-world matrices [n, 4, 4], ``transforms_path`` the file the frames came from.
+    """
+
+    scene_bbox = np.array([[-1.5, -1.5, -1.5], [1.5, 1.5, 1.5]], dtype=np.float32)
+    near_far = [0.1, 100.0]
+    white_bg = True
+    all_depths = None
+
+    def __init__(self, datadir: str, split: str = "train", downsample: float = 1.0, is_stack: bool = False) -> None:
+        if downsample <= 0:
+            raise DatasetError(f"downsample must be positive, got {downsample}.")
+        self.root_dir, self.split, self.is_stack = datadir, split, is_stack
+        self.downsample = float(downsample)
+        self.transforms_path, meta, frames = self._read_split(split)
+        self._set_camera(meta, frames)
+        self._load_frames(frames)
+        train_frames = frames if split == "train" else self._read_split("train")[2]
+        train_poses = np.stack([self._pose(frame) for frame in train_frames])
+        self.render_path = orbit_path(train_poses, self.scene_bbox.astype(np.float64).mean(0),
+                                      n_views=120).astype(np.float32)
+
+    def _read_split(self, split: str) -> tuple[str, dict, list[dict]]:
+        """(file, metadata, frames) of ``split``, from its own file or from a single transforms.json."""
+        own = os.path.join(self.root_dir, f"transforms_{split}.json")
+        single = os.path.join(self.root_dir, "transforms.json")
+        if os.path.isfile(own):
+            meta = read_json(own)
+            return own, meta, meta["frames"]
+        if os.path.isfile(single):
+            meta = read_json(single)
+            frames = split_frames(meta["frames"], split)
+            if not frames:
+                raise DatasetError(f"'{single}' has {len(meta['frames'])} frames: too few for a {split} split "
+                                   f"(every {HOLD_EVERY}th frame is held out for testing).")
+            return single, meta, frames
+        folder = self.root_dir
+        raise DatasetError(
+            f"Neither '{own}' nor '{single}' exists. Point --datadir at a scene folder with "
+            f"transforms_train.json/transforms_test.json or a single transforms.json "
+            f"(tools/colmap_to_transforms.py writes one from COLMAP); '{folder}' "
+            f"{'exists' if os.path.isdir(folder) else 'does not exist'}.")
+
+    def _image_path(self, file_path: str) -> str:
+        path = os.path.join(self.root_dir, file_path)
+        return path if os.path.splitext(path)[1].lower() in (".png", ".jpg", ".jpeg") else path + ".png"
+
+    def _set_camera(self, meta: dict, frames: list[dict]) -> None:
+        """Image size, focal lengths and principal point at the loaded size; pixel directions."""
+        path = self.transforms_path
+        full_w, full_h = _number(meta, "w", path), _number(meta, "h", path)
+        if full_w is None or full_h is None:
+            first = read_rgba(self._image_path(frames[0]["file_path"]))
+            full_h, full_w = first.shape[:2]
+        if full_w < 1 or full_h < 1:
+            raise DatasetError(f"'{path}': image size {full_w}x{full_h} is not positive.")
+        fx = _number(meta, "fl_x", path)
+        if fx is None:
+            angle_x = _number(meta, "camera_angle_x", path)
+            if angle_x is None:
+                raise DatasetError(f"'{path}' gives no focal length: add 'fl_x' (pixels) or 'camera_angle_x' "
+                                   f"(radians).")
+            fx = 0.5 * full_w / np.tan(0.5 * angle_x)
+        fy = _number(meta, "fl_y", path)
+        if fy is None:
+            angle_y = _number(meta, "camera_angle_y", path)
+            fy = fx if angle_y is None else 0.5 * full_h / np.tan(0.5 * angle_y)
+        if fx <= 0 or fy <= 0:
+            raise DatasetError(f"'{path}': focal lengths must be positive, got {fx:g}, {fy:g}.")
+        cx, cy = _number(meta, "cx", path), _number(meta, "cy", path)
+        cx = full_w / 2.0 if cx is None else cx
+        cy = full_h / 2.0 if cy is None else cy
+
+        self.full_wh = (int(round(full_w)), int(round(full_h)))
+        w, h = int(full_w / self.downsample), int(full_h / self.downsample)
+        if w < 1 or h < 1:
+            raise DatasetError(f"downsample {self.downsample:g} leaves no pixels of the {full_w:g}x{full_h:g} images.")
+        self.img_wh = (w, h)
+        sx, sy = w / full_w, h / full_h
+        self.focal = [fx * sx, fy * sy]
+        self.intrinsics = np.array([[fx * sx, 0.0, cx * sx], [0.0, fy * sy, cy * sy], [0.0, 0.0, 1.0]])
+        directions = get_ray_directions(h, w, self.focal, center=(cx * sx, cy * sy))
+        self.directions = directions / np.linalg.norm(directions, axis=-1, keepdims=True)
+
+    @staticmethod
+    def _pose(frame: dict) -> np.ndarray:
+        """A frame's camera-to-world matrix in the OpenCV convention (checked by ``read_json``)."""
+        return np.asarray(frame["transform_matrix"], dtype=np.float64) @ BLENDER_TO_OPENCV
+
+    def rays_for_pose(self, c2w: np.ndarray) -> np.ndarray:
+        """Rays [H*W, 6] float32 (origin, unit direction) of a camera at ``c2w`` (OpenCV, [3 or 4, 4])."""
+        return rays_from_directions(self.directions, c2w)
+
+    def _load_frames(self, frames: list[dict]) -> None:
+        w, h = self.img_wh
+        self.image_paths = [self._image_path(frame["file_path"]) for frame in frames]
+        poses, rays, rgbs = [], [], []
+        for frame, path in zip(frames, self.image_paths):
+            rgba = read_rgba(path)
+            if (rgba.shape[1], rgba.shape[0]) != self.full_wh:
+                raise DatasetError(f"Image '{path}' is {rgba.shape[1]}x{rgba.shape[0]} but '{self.transforms_path}' "
+                                   f"says {self.full_wh[0]}x{self.full_wh[1]} ('w', 'h').")
+            if (w, h) != self.full_wh:
+                rgba = resize_rgba(rgba, (w, h))
+            rgbs.append(composite_on_white(rgba).reshape(-1, 3))
+            pose = self._pose(frame)
+            poses.append(pose)
+            rays.append(self.rays_for_pose(pose))
+        self.poses = np.stack(poses).astype(np.float32)
+        if self.is_stack:
+            self.all_rays = np.stack(rays)
+            self.all_rgbs = np.stack(rgbs).reshape(-1, h, w, 3)
+        else:
+            self.all_rays = np.concatenate(rays)
+            self.all_rgbs = np.concatenate(rgbs)
+
+    def __len__(self) -> int:
+        return len(self.all_rgbs)

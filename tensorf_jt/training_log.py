@@ -1,0 +1,87 @@
+"""The training log: ``train_log.csv`` written row by row, ``train_log.json`` and ``train_psnr.png`` at the end.
+
+A row is written at every progress refresh and at every schedule event (upsample, alpha-mask
+update, shrink, ray filtering, a periodic test render), and flushed at once, so a run that
+crashes keeps its log up to that point.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+from typing import TYPE_CHECKING
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from tensorf_jt.trainer import Trainer
+
+CSV_NAME, JSON_NAME, PLOT_NAME = "train_log.csv", "train_log.json", "train_psnr.png"
+
+# mse: photometric MSE of that iteration's batch (without regularisers); train_psnr: mean
+# over the iterations since the previous progress row; test_psnr: where test views were
+# rendered; lr_grid / lr_network: the optimizer's current rates; n_rays: training rays left.
+COLUMNS = ("iteration", "wall_time_s", "mse", "train_psnr", "test_psnr", "lr_grid", "lr_network",
+           "grid_size", "n_rays", "event")
+
+
+class TrainingLog:
+    """Rows of one training run in ``folder``; ``close()`` writes the JSON copy and the plot."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.rows: list[dict] = []
+        self._started = time.time()
+        self._handle = open(os.path.join(folder, CSV_NAME), "w", newline="", encoding="utf-8")
+        self._writer = csv.DictWriter(self._handle, fieldnames=COLUMNS)
+        self._writer.writeheader()
+        self._handle.flush()
+
+    def row(self, trainer: Trainer, iteration: int, mse: float | None = None, train_psnr: float | None = None,
+            test_psnr: float | None = None, event: str = "") -> dict:
+        """Append a row with the given values and the trainer's current rates, grid and ray count."""
+        groups = trainer.optimizer.param_groups
+        record = {
+            "iteration": int(iteration),
+            "wall_time_s": round(time.time() - self._started, 3),
+            "mse": mse,
+            "train_psnr": train_psnr,
+            "test_psnr": test_psnr,
+            "lr_grid": float(groups[0]["lr"]),
+            "lr_network": float(groups[-1]["lr"]),
+            "grid_size": "x".join(str(n) for n in trainer.model.gridSize),
+            "n_rays": int(trainer.ray_batches.rays.shape[0]),
+            "event": event,
+        }
+        self.rows.append(record)
+        self._writer.writerow({key: "" if value is None else value for key, value in record.items()})
+        self._handle.flush()
+        return record
+
+    def close(self) -> None:
+        """Close the CSV, write every row to ``train_log.json`` and plot PSNR to ``train_psnr.png``."""
+        self._handle.close()
+        with open(os.path.join(self.folder, JSON_NAME), "w", encoding="utf-8") as handle:
+            json.dump(self.rows, handle, indent=1)
+        plot_psnr(self.rows, os.path.join(self.folder, PLOT_NAME))
+
+
+def plot_psnr(rows: list[dict], path: str) -> None:
+    """Train PSNR over iterations as a line, test PSNR as points (Agg canvas, no display needed)."""
+    figure = Figure(figsize=(7, 4), dpi=100)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    for key, style, label in (("train_psnr", "-", "train (window mean)"), ("test_psnr", "o", "test views")):
+        points = [(row["iteration"], row[key]) for row in rows if row[key] is not None]
+        if points:
+            iterations, values = zip(*points)
+            axes.plot(iterations, values, style, label=label)
+    axes.set_xlabel("iteration")
+    axes.set_ylabel("PSNR (dB)")
+    axes.grid(alpha=0.3)
+    if axes.lines:
+        axes.legend()
+    figure.tight_layout()
+    figure.savefig(path)

@@ -1,0 +1,80 @@
+"""The training log: CSV rows as training goes, JSON copy and PSNR plot at the end."""
+import csv
+import json
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+
+from tensorf_jt.config import parse_args
+from tensorf_jt.trainer import Trainer
+
+COLUMNS = ["iteration", "wall_time_s", "mse", "train_psnr", "test_psnr", "lr_grid", "lr_network",
+           "grid_size", "n_rays", "event"]
+
+
+def make_trainer(tiny_scene, tmp_path, *extra):
+    return Trainer(parse_args([
+        "--config", "configs/demo.txt", "--dataset_name", "blender", "--datadir", tiny_scene,
+        "--basedir", str(tmp_path), "--expname", "logged", "--n_iters", "30", "--batch_size", "256",
+        "--progress_refresh_rate", "5", "--N_voxel_init", "4096", "--N_voxel_final", "32768",
+        "--upsamp_list", "10", "--update_AlphaMask_list", "12", "--update_AlphaMask_list", "20",
+        "--density_shift", "-2", "--vis_every", "15", "--N_vis", "1", "--render_test", "0", *extra]))
+
+
+def read_rows(path):
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        return reader.fieldnames, list(reader)
+
+
+def test_training_writes_log_plot_and_path(tiny_scene, tmp_path):
+    trainer = make_trainer(tiny_scene, tmp_path, "--render_path", "1")
+    trainer.test_dataset.render_path = trainer.test_dataset.render_path[:2]  # two frames are enough here
+    trainer.run()
+
+    folder = tmp_path / "logged"
+    columns, rows = read_rows(folder / "train_log.csv")
+    assert columns == COLUMNS
+    iterations = [int(row["iteration"]) for row in rows]
+    assert iterations == sorted(iterations)
+    progress = [row for row in rows if row["train_psnr"]]
+    assert [int(row["iteration"]) for row in progress] == list(range(0, 30, 5))
+    assert all(float(row["train_psnr"]) > 5 and float(row["mse"]) > 0 for row in progress)
+    events = {row["event"].split(" ")[0]: row for row in rows if row["event"]}
+    assert set(events) == {"upsample", "alpha", "shrink", "ray", "test"}, list(events)
+    assert int(events["upsample"]["iteration"]) == 10 and int(events["ray"]["iteration"]) == 20
+    assert float(events["test"]["test_psnr"]) > 5
+    assert progress[1]["grid_size"] == "16x16x16" and progress[-1]["grid_size"] != "16x16x16"
+    assert int(progress[-1]["n_rays"]) <= int(progress[0]["n_rays"])
+    assert float(progress[-1]["lr_grid"]) < float(progress[0]["lr_grid"]) and float(progress[0]["lr_network"]) > 0
+    assert [float(row["wall_time_s"]) for row in rows] == sorted(float(row["wall_time_s"]) for row in rows)
+
+    records = json.loads((folder / "train_log.json").read_text())
+    assert [record["iteration"] for record in records] == iterations
+    assert records[0]["test_psnr"] is None and isinstance(records[0]["train_psnr"], float)
+    plot = iio.imread(folder / "train_psnr.png")
+    assert plot.ndim == 3 and plot.shape[0] > 100 and plot.std() > 0
+
+    assert sorted(p.name for p in (folder / "imgs_path_all").glob("*.png")) == ["000.png", "001.png"]
+    assert (folder / "imgs_path_all" / "video.mp4").is_file()
+    assert (folder / "imgs_path_all" / "depthvideo.mp4").is_file()
+
+
+def test_a_crashed_run_keeps_its_rows(tiny_scene, tmp_path):
+    trainer = make_trainer(tiny_scene, tmp_path)
+    steps = []
+
+    def step_then_crash():
+        steps.append(1)
+        if len(steps) > 12:
+            raise RuntimeError("simulated crash")
+        return 0.01
+
+    trainer.train_step = step_then_crash
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        trainer.run()
+    _, rows = read_rows(tmp_path / "logged" / "train_log.csv")
+    assert [int(row["iteration"]) for row in rows if row["train_psnr"]] == [0, 5, 10]
+    assert np.isclose(float(rows[0]["train_psnr"]), 20.0)
+    assert rows[-1]["event"].startswith("upsample"), "events up to the crash are there"
