@@ -28,8 +28,8 @@ def test_model_and_shading_mode_trains(model_name, shading, tiny_scene, tmp_path
                        "--basedir", str(tmp_path), "--expname", "breadth", "--model_name", model_name,
                        "--shadingMode", shading, "--data_dim_color", app_dim, "--n_lamb_sigma", "4",
                        "--n_lamb_sh", "8", "--batch_size", "512", "--N_voxel_init", "4096",
-                       "--N_voxel_final", "4096", "--N_vis", "0", "--seed", "3", "--demo_image_size", "24",
-                       "--demo_n_train", "6", "--demo_n_test", "2", "--density_shift", "-2"])
+                       "--N_voxel_final", "4096", "--N_vis", "0", "--seed", "3", "--density_shift", "-2",
+                       "--dataset_name", "blender"])  # reads the shared scene, never regenerates it
     trainer = Trainer(args)
     losses = [trainer.train_step() for _ in range(40)]
     assert all(math.isfinite(loss) for loss in losses)
