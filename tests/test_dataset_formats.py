@@ -436,7 +436,7 @@ def test_own_data_errors_name_the_problem(scenes, tmp_path):
     with pytest.raises(DatasetError, match="gives no focal length: add 'fl_x'"):
         OwnDataDataset(scene, "test")
     write({**meta, "w": 20})
-    with pytest.raises(DatasetError, match="0000.png' is 16x12 but .* says 20x12"):
+    with pytest.raises(DatasetError, match="0000.png. is 16x12 but .* says .* 20x12"):
         OwnDataDataset(scene, "test")
     write({**meta, "frames": [{"file_path": "./images/missing", "transform_matrix": np.eye(4).tolist()}]})
     with pytest.raises(DatasetError, match="missing.png' listed in the transforms file does not exist"):

@@ -13,10 +13,12 @@ from tensorf_jt import compositing, kernels
 from tensorf_jt.alpha_grid import AlphaGridMask
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.kernels.compositing import composite_weights, segment_sum
+from tensorf_jt.kernels.cp_field import cp_features
 from tensorf_jt.kernels.encoding import cuda_kernel, row_programs
 from tensorf_jt.kernels.ray_marching import march_rays, rays_hit_alpha
 from tensorf_jt.kernels.source import kernel_source
 from tensorf_jt.kernels.vm_field import vm_features
+from tensorf_jt.models import TensorCP
 from tensorf_jt.models.shading import MLPRender, MLPRender_Fea, MLPRender_PE
 from tensorf_jt.sampling import ray_box_intersection, sample_along_rays, sample_distances
 
@@ -60,6 +62,34 @@ def test_vm_features_and_gradients_match(density_mode):
     assert_close(fused_out, ref_out, 1e-5, "features")
     for index, (g_fused, g_ref) in enumerate(zip(fused_grads, ref_grads)):
         assert_close(g_fused, g_ref, 1e-4, f"gradient of parameter {index}")
+
+
+@pytest.mark.parametrize("density_mode", [True, False])
+def test_cp_features_and_gradients_match(density_mode):
+    model = TensorCP(AABB, [13, 11, 9], density_n_comp=[6], appearance_n_comp=[6], app_dim=5, shadingMode="MLP_Fea",
+                     view_pe=2, fea_pe=2, featureC=8)
+    points = np.random.default_rng(6).uniform(-1.3, 1.3, (500, 3)).astype(np.float32)  # some outside
+    upstream = np.random.default_rng(7).normal(size=(500,) if density_mode else (500, 6)).astype(np.float32)
+    lines = list(model.density_line)
+
+    def compute():
+        xyz = jt.array(points)
+        if kernels.fused_enabled():
+            out = cp_features(xyz, model._channel_last(lines), density_mode=density_mode)
+        else:
+            products = model._line_products(lines, xyz)
+            out = products.sum(-1) if density_mode else products
+        grads = jt.grad((out * jt.array(upstream)).sum(), lines)
+        return out.numpy(), [g.numpy() for g in grads]
+
+    (fused_out, fused_grads), (ref_out, ref_grads) = both_paths(compute)
+    assert_close(fused_out, ref_out, 1e-5, "features")
+    for index, (g_fused, g_ref) in enumerate(zip(fused_grads, ref_grads)):
+        assert_close(g_fused, g_ref, 1e-4, f"gradient of line {index}")
+    with kernels.use_kernels("fused"):
+        empty = jt.zeros((0, 3), dtype="float32")
+        assert tuple(model.compute_densityfeature(empty).shape) == (0,)
+        assert tuple(model.compute_appfeature(empty).shape) == (0, 5)
 
 
 def test_appearance_features_match_and_empty_inputs_work():
@@ -182,7 +212,7 @@ def _nvcc() -> str | None:
 @pytest.mark.skipif(_nvcc() is None, reason="nvcc is not installed")
 def test_cuda_sources_compile(tmp_path):
     """The GPU kernels must build even where no GPU can run them."""
-    sources = {name: kernel_source(f"{name}_cuda.cuh") for name in ("vm_field", "ray_marching", "compositing")}
+    sources = {name: kernel_source(f"{name}_cuda.cuh") for name in ("vm_field", "cp_field", "ray_marching", "compositing")}
     layout, widths = ((0, 0), (1, 0), (0, 2), (1, 2)), (27, 3, 3)
     forward, backward = row_programs(layout, widths)
     sources["encoding"] = (cuda_kernel("encode_forward", 3, forward) + cuda_kernel("encode_backward", 4, backward))

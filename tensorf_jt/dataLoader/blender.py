@@ -11,44 +11,15 @@ from __future__ import annotations
 import json
 import os
 
-import imageio.v3 as iio
 import numpy as np
-from PIL import Image
 
 from tensorf_jt.dataLoader.camera_paths import orbit_path
+from tensorf_jt.dataLoader.views import ViewDataset, composite_on_white, fit_image, read_rgba
 from tensorf_jt.errors import DatasetError
 from tensorf_jt.rays import blender_pose_to_opencv, camera_rays, focal_from_fov
 
 
-def read_rgba(path: str) -> np.ndarray:
-    """An image as float32 [H, W, 4] in [0, 1]; images without alpha get an opaque one."""
-    try:
-        image = iio.imread(path)
-    except FileNotFoundError:
-        raise DatasetError(f"Image '{path}' listed in the transforms file does not exist.") from None
-    except Exception as err:
-        raise DatasetError(f"Cannot read image '{path}': {err}") from None
-    scale = np.float32(np.iinfo(image.dtype).max) if np.issubdtype(image.dtype, np.integer) else np.float32(1)
-    image = image.astype(np.float32) / scale
-    if image.ndim == 2:
-        image = np.repeat(image[..., None], 3, axis=-1)
-    if image.shape[-1] == 3:
-        image = np.concatenate([image, np.ones_like(image[..., :1])], axis=-1)
-    return image[..., :4]
-
-
-def resize_rgba(image: np.ndarray, size_wh: tuple[int, int]) -> np.ndarray:
-    """Resize an RGBA float image with Lanczos filtering (the reference's choice)."""
-    as_uint8 = Image.fromarray(np.round(image * 255).astype(np.uint8), mode="RGBA")
-    return np.asarray(as_uint8.resize(size_wh, Image.LANCZOS), dtype=np.float32) / np.float32(255)
-
-
-def composite_on_white(rgba: np.ndarray) -> np.ndarray:
-    """Straight-alpha RGBA [..., 4] onto a white background -> RGB [..., 3]."""
-    return rgba[..., :3] * rgba[..., 3:] + (1.0 - rgba[..., 3:])
-
-
-class BlenderDataset:
+class BlenderDataset(ViewDataset):
     """One split of a blender-layout scene, loaded into host memory.
 
     Attributes follow the reference: ``all_rays`` ([N*H*W, 6] or stacked [N, H*W, 6]),
@@ -111,12 +82,7 @@ class BlenderDataset:
         poses, rays, rgbs, depths = [], [], [], []
         for frame, path in zip(frames, self.image_paths):
             rgba = first if path == self.image_paths[0] else read_rgba(path)
-            if rgba.shape[:2] != (full_h, full_w):
-                raise DatasetError(
-                    f"Image '{path}' is {rgba.shape[1]}x{rgba.shape[0]} but '{self.image_paths[0]}' is "
-                    f"{full_w}x{full_h}; all images of a scene must have the same size.")
-            if (w, h) != (full_w, full_h):
-                rgba = resize_rgba(rgba, (w, h))
+            rgba = fit_image(rgba, path, (full_w, full_h), f"'{self.image_paths[0]}' is", (w, h))
             rgbs.append(composite_on_white(rgba).reshape(-1, 3))
             pose = blender_pose_to_opencv(frame["transform_matrix"])
             poses.append(pose)
@@ -126,12 +92,7 @@ class BlenderDataset:
 
         self.poses = np.stack(poses).astype(np.float32)
         self.all_depths = np.stack(depths) if len(depths) == len(frames) else None
-        if self.is_stack:
-            self.all_rays = np.stack(rays)
-            self.all_rgbs = np.stack(rgbs).reshape(-1, h, w, 3)
-        else:
-            self.all_rays = np.concatenate(rays)
-            self.all_rgbs = np.concatenate(rgbs)
+        self.store_views(rays, rgbs)
 
     def rays_for_pose(self, c2w: np.ndarray) -> np.ndarray:
         """Rays [H*W, 6] float32 (origin, unit direction) of a camera at ``c2w`` (OpenCV, [3 or 4, 4])."""
@@ -163,6 +124,3 @@ class BlenderDataset:
         rows = ((np.arange(h) + 0.5) * full_h / h).astype(np.int64)[:, None]
         cols = ((np.arange(w) + 0.5) * full_w / w).astype(np.int64)[None, :]
         return depth[rows, cols]
-
-    def __len__(self) -> int:
-        return len(self.all_rgbs)

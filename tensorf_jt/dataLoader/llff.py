@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-from tensorf_jt.dataLoader.blender import read_rgba, resize_rgba
+from tensorf_jt.dataLoader.views import ViewDataset, read_rgba, resize_rgba
 from tensorf_jt.dataLoader.camera_paths import average_pose, spiral_path
 from tensorf_jt.errors import DatasetError
 from tensorf_jt.rays import get_ray_directions_blender, get_rays, ndc_rays_blender
@@ -83,7 +83,7 @@ def center_poses(poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.linalg.inv(average) @ homogeneous, average
 
 
-class LLFFDataset:
+class LLFFDataset(ViewDataset):
     """One split of a forward-facing LLFF scene, loaded into host memory.
 
     Attributes as the common interface (``tensorf_jt.dataLoader``); ``focal`` is [fx, fy] at
@@ -182,12 +182,4 @@ class LLFFDataset:
             rgbs.append(rgba[..., :3].reshape(-1, 3))
             rays.append(self.rays_for_pose(self.all_poses[index]))
         self.poses = self.all_poses[self.image_ids].astype(np.float32)
-        if self.is_stack:
-            self.all_rays = np.stack(rays)
-            self.all_rgbs = np.stack(rgbs).reshape(-1, h, w, 3)
-        else:
-            self.all_rays = np.concatenate(rays)
-            self.all_rgbs = np.concatenate(rgbs)
-
-    def __len__(self) -> int:
-        return len(self.all_rgbs)
+        self.store_views(rays, rgbs)

@@ -26,7 +26,7 @@ import os
 
 import numpy as np
 
-from tensorf_jt.dataLoader.blender import composite_on_white, read_rgba, resize_rgba
+from tensorf_jt.dataLoader.views import ViewDataset, composite_on_white, fit_image, read_rgba
 from tensorf_jt.dataLoader.camera_paths import orbit_path
 from tensorf_jt.dataLoader.llff import IMAGE_EXTENSIONS
 from tensorf_jt.errors import DatasetError
@@ -120,7 +120,7 @@ def _split_files(folder: str, prefix: str, extensions: tuple[str, ...]) -> list[
                   if name.startswith(prefix) and os.path.splitext(name)[1].lower() in extensions)
 
 
-class NSVFDataset:
+class NSVFDataset(ViewDataset):
     """One split of an NSVF-layout scene, loaded into host memory.
 
     Attributes as the common interface (``tensorf_jt.dataLoader``); ``focal`` is [fx, fy] at
@@ -193,23 +193,13 @@ class NSVFDataset:
         poses, rays, rgbs = [], [], []
         for image_path, pose_path in zip(self.image_paths, pose_paths):
             rgba = first if image_path == self.image_paths[0] else read_rgba(image_path)
-            if rgba.shape[:2] != (full_h, full_w):
-                raise DatasetError(f"Image '{image_path}' is {rgba.shape[1]}x{rgba.shape[0]} but "
-                                   f"'{self.image_paths[0]}' is {full_w}x{full_h}; all images of a scene must "
-                                   f"have the same size.")
-            if (w, h) != (full_w, full_h):
-                rgba = resize_rgba(rgba, (w, h))
+            rgba = fit_image(rgba, image_path, (full_w, full_h), f"'{self.image_paths[0]}' is", (w, h))
             rgbs.append(composite_on_white(rgba).reshape(-1, 3))
             pose = read_pose(pose_path)
             poses.append(pose)
             rays.append(self.rays_for_pose(pose))
         self.poses = np.stack(poses).astype(np.float32)
-        if self.is_stack:
-            self.all_rays = np.stack(rays)
-            self.all_rgbs = np.stack(rgbs).reshape(-1, h, w, 3)
-        else:
-            self.all_rays = np.concatenate(rays)
-            self.all_rgbs = np.concatenate(rgbs)
+        self.store_views(rays, rgbs)
 
     def rays_for_pose(self, c2w: np.ndarray) -> np.ndarray:
         """Rays [H*W, 6] float32 (origin, unit direction) of a camera at ``c2w`` (OpenCV, [3 or 4, 4])."""
@@ -226,6 +216,3 @@ class NSVFDataset:
         if os.path.isfile(trajectory):
             return read_trajectory(trajectory)
         return orbit_path(self.training_poses(), self.scene_bbox.astype(np.float64).mean(0), n_views=120)
-
-    def __len__(self) -> int:
-        return len(self.all_rgbs)

@@ -34,7 +34,7 @@ import os
 
 import numpy as np
 
-from tensorf_jt.dataLoader.blender import composite_on_white, read_rgba, resize_rgba
+from tensorf_jt.dataLoader.views import ViewDataset, composite_on_white, fit_image, read_rgba
 from tensorf_jt.dataLoader.camera_paths import orbit_path
 from tensorf_jt.errors import DatasetError
 from tensorf_jt.rays import BLENDER_TO_OPENCV, get_ray_directions, rays_from_directions
@@ -89,7 +89,7 @@ def _number(meta: dict, key: str, path: str) -> float | None:
     return value
 
 
-class OwnDataDataset:
+class OwnDataDataset(ViewDataset):
     """One split of an instant-ngp style scene, loaded into host memory.
 
     Attributes as the common interface (``tensorf_jt.dataLoader``); ``focal`` is [fx, fy] at
@@ -191,23 +191,11 @@ class OwnDataDataset:
         self.image_paths = [self._image_path(frame["file_path"]) for frame in frames]
         poses, rays, rgbs = [], [], []
         for frame, path in zip(frames, self.image_paths):
-            rgba = read_rgba(path)
-            if (rgba.shape[1], rgba.shape[0]) != self.full_wh:
-                raise DatasetError(f"Image '{path}' is {rgba.shape[1]}x{rgba.shape[0]} but '{self.transforms_path}' "
-                                   f"says {self.full_wh[0]}x{self.full_wh[1]} ('w', 'h').")
-            if (w, h) != self.full_wh:
-                rgba = resize_rgba(rgba, (w, h))
+            rgba = fit_image(read_rgba(path), path, self.full_wh, f"'{self.transforms_path}' says ('w', 'h')",
+                             (w, h))
             rgbs.append(composite_on_white(rgba).reshape(-1, 3))
             pose = self._pose(frame)
             poses.append(pose)
             rays.append(self.rays_for_pose(pose))
         self.poses = np.stack(poses).astype(np.float32)
-        if self.is_stack:
-            self.all_rays = np.stack(rays)
-            self.all_rgbs = np.stack(rgbs).reshape(-1, h, w, 3)
-        else:
-            self.all_rays = np.concatenate(rays)
-            self.all_rgbs = np.concatenate(rgbs)
-
-    def __len__(self) -> int:
-        return len(self.all_rgbs)
+        self.store_views(rays, rgbs)

@@ -13,7 +13,9 @@ import numpy as np
 import jittor as jt
 from jittor import nn
 
+from tensorf_jt import kernels
 from tensorf_jt.interpolation import linear_sample
+from tensorf_jt.kernels.cp_field import cp_features
 from tensorf_jt.losses import line_orthogonality, total_variation
 from tensorf_jt.models.tensor_base import TensorBase, as_trainable
 
@@ -40,19 +42,30 @@ class TensorCP(TensorBase):
         ]
 
     # ------------------------------------------------------------ field lookups
+    @staticmethod
+    def _channel_last(lines) -> list[jt.Var]:
+        """Lines [1, C, L, 1] -> [L, C]: one texel's components contiguous, as lookups read them."""
+        return [line[0, :, :, 0].transpose(1, 0) for line in lines]
+
     def _line_products(self, lines, xyz_normed: jt.Var) -> jt.Var:
         """Per component, the product of its three line values at each point: [N, C]."""
         product = None
-        for line, vec_id in zip(lines, self.vecMode):
-            values = linear_sample(line[0, :, :, 0].transpose(1, 0), xyz_normed[:, vec_id])
+        for line, vec_id in zip(self._channel_last(lines), self.vecMode):
+            values = linear_sample(line, xyz_normed[:, vec_id])
             product = values if product is None else product * values
         return product
 
     def compute_densityfeature(self, xyz_normed: jt.Var) -> jt.Var:
+        if kernels.fused_enabled():
+            return cp_features(xyz_normed, self._channel_last(self.density_line), density_mode=True)
         return self._line_products(self.density_line, xyz_normed).sum(-1)
 
     def compute_appfeature(self, xyz_normed: jt.Var) -> jt.Var:
-        return self.basis_mat(self._line_products(self.app_line, xyz_normed))
+        if kernels.fused_enabled():
+            products = cp_features(xyz_normed, self._channel_last(self.app_line), density_mode=False)
+        else:
+            products = self._line_products(self.app_line, xyz_normed)
+        return self.basis_mat(products)
 
     # ------------------------------------------------------------- regularisers
     def vector_comp_diffs(self) -> jt.Var:
