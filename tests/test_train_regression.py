@@ -68,3 +68,21 @@ def test_reference_path_trains_to_the_same_quality(fused_run, tmp_path):
     fused = fused_run[1].test_metrics
     assert abs(reference["psnr"] - fused["psnr"]) < 0.5, (reference["psnr"], fused["psnr"])
     assert abs(reference["ssim"] - fused["ssim"]) < 0.01
+
+
+@pytest.mark.slow
+def test_mesh_of_the_trained_demo_scene_has_the_scene_extent(fused_run):
+    """The objects span x, y in [-1.25, 1.25] (the platform) and z in [-0.8, 0.62] (platform
+    bottom to the small sphere's top); the mesh of the tiny run must match within two voxels.
+    Below the platform no camera sees anything (they are all on the upper hemisphere), so
+    density there is unconstrained: the mesh only has to reach down to the platform."""
+    from tensorf_jt.checkpoint import load_checkpoint
+    from tensorf_jt.mesh import extract_mesh
+
+    model, _ = load_checkpoint(fused_run[1].checkpoint)
+    vertices = extract_mesh(model).vertices
+    expected = np.array([[-1.25, -1.25, -0.8], [1.25, 1.25, 0.62]])
+    tolerance = 2 * float(np.max(model.units))
+    np.testing.assert_allclose(vertices.min(0)[:2], expected[0, :2], atol=tolerance)
+    np.testing.assert_allclose(vertices.max(0), expected[1], atol=tolerance)
+    assert vertices.min(0)[2] <= expected[0, 2] + tolerance
