@@ -22,6 +22,8 @@ import jittor as jt
 from tensorf_jt.alpha_grid import AlphaGridMask
 from tensorf_jt.errors import CheckpointError
 from tensorf_jt.models import MODELS, TensorBase
+from tensorf_jt.reference_checkpoint import from_reference
+from tensorf_jt.torch_format import is_torch_checkpoint, load_torch_checkpoint
 
 FORMAT = "tensorf_jt/1"
 
@@ -41,30 +43,50 @@ def checkpoint_dict(model: TensorBase, train_args: dict | None = None) -> dict:
     return ckpt
 
 
-def save_checkpoint(model: TensorBase, path: str, train_args: dict | None = None) -> str:
-    """Write ``model`` to ``path`` atomically: a temporary file in the same folder, fsync, rename.
+def save_atomically(obj: object, path: str) -> str:
+    """Write ``obj`` with ``jt.save`` to ``path`` atomically: a temporary file in the same folder,
+    fsync, rename.
 
-    An existing checkpoint at ``path`` stays intact until the new one is complete.
+    A file already at ``path`` stays intact until the new one is complete, so an interrupted
+    write (a crash, a full disk) never leaves a truncated checkpoint behind.
     """
     folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".th", dir=folder)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".th", dir=folder)
+    except OSError as err:
+        raise CheckpointError(f"Cannot write '{path}' ({err.strerror}); choose a writable --basedir.") from None
     os.close(handle)
     try:
-        jt.save(checkpoint_dict(model, train_args), temporary)
+        jt.save(obj, temporary)
         with open(temporary, "rb") as written:
             os.fsync(written.fileno())
         os.replace(temporary, path)
+    except OSError as err:
+        raise CheckpointError(f"Cannot write '{path}' ({err.strerror}); the previous file, if any, is "
+                              "unchanged. Free disk space or choose another --basedir.") from None
     finally:
         if os.path.exists(temporary):
             os.remove(temporary)
     return path
 
 
+def save_checkpoint(model: TensorBase, path: str, train_args: dict | None = None) -> str:
+    """Write ``model``'s checkpoint to ``path`` atomically (see ``save_atomically``)."""
+    return save_atomically(checkpoint_dict(model, train_args), path)
+
+
 def read_checkpoint(path: str) -> dict:
-    """The raw checkpoint dict at ``path``, with a clear error for anything unreadable."""
+    """The raw checkpoint dict at ``path``, with a clear error for anything unreadable.
+
+    The format is told by content, not by suffix: a file that starts like a torch checkpoint
+    is the PyTorch TensoRF's (converted to our layout, tensors as numpy arrays), anything
+    else ours.
+    """
     if not os.path.isfile(path):
         raise CheckpointError(f"Checkpoint '{path}' does not exist; pass the path of a .th file written by train.py.")
+    if is_torch_checkpoint(path):
+        return from_reference(load_torch_checkpoint(path), f"PyTorch checkpoint '{path}'")
     try:
         ckpt = jt.load(path)
     except (pickle.UnpicklingError, EOFError, ValueError, RuntimeError, AttributeError, ImportError, IndexError) as err:

@@ -106,6 +106,10 @@ def config_parser() -> configargparse.ArgumentParser:
     add("--gc_every", type=int, default=500,
         help="free Jittor's graph and cached memory every N iterations (0: never)")
     add("--chunk_size", type=int, default=4096, help="rays per chunk when rendering images")
+    add("--save_every", type=int, default=1000,
+        help="write the training state (basedir/expname/expname_state.th) every N iterations; 0: only at the end")
+    add("--resume", type=str, default=None,
+        help="continue the run saved in this training state file; 'auto': the newest one of this run's folder")
     add("--verbose", action="store_true", help="show Jittor's own log messages")
     add("--demo_image_size", type=int, default=100, help="demo scene: image width and height in pixels")
     add("--demo_n_train", type=int, default=60, help="demo scene: number of training views")
@@ -161,6 +165,8 @@ def validate(args) -> None:
     for name in positive:
         if getattr(args, name) <= 0:
             raise ConfigError(f"{name} must be positive, got {getattr(args, name)}.")
+    if args.save_every < 0:
+        raise ConfigError(f"save_every must be 0 (save only at the end) or positive, got {args.save_every}.")
     if args.N_vis != 0 and args.vis_every <= 0:
         raise ConfigError(f"vis_every must be positive when N_vis is not 0, got {args.vis_every}.")
     for name, (default, reason) in IGNORED_BY_REFERENCE.items():

@@ -4,15 +4,23 @@ Per iteration: draw a ray batch, render it, photometric MSE plus regularisers, o
 learning-rate decay. Between steps, at the iterations the schedule names: rebuild the alpha
 grid (the first time also shrinking the box, the second also filtering training rays),
 upsample the grids (and restart Adam), render a few test views, free Jittor's memory.
+
+Every ``--save_every`` iterations and at the end the whole training state is written to
+``expname_state.th`` (``tensorf_jt.resume``), from which ``--resume`` continues the run
+exactly. SIGINT and SIGTERM stop the loop after the current step and save that state. A
+non-finite loss sends training back to the last good in-memory snapshot with halved learning
+rates; the third time in a row it stops with ``TrainingDiverged``.
 """
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import resource
 import statistics
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,22 +28,39 @@ import jittor as jt
 from tqdm.auto import tqdm
 
 from tensorf_jt import kernels
-from tensorf_jt.checkpoint import load_checkpoint, save_checkpoint
+from tensorf_jt.checkpoint import (checkpoint_dict, load_checkpoint, model_from_checkpoint, save_atomically,
+                                   save_checkpoint)
 from tensorf_jt.dataLoader import RayBatchDataset, load_split, prepare_dataset
-from tensorf_jt.errors import ConfigError
+from tensorf_jt.errors import CheckpointError, ConfigError
 from tensorf_jt.evaluation import evaluate, evaluate_path
+from tensorf_jt.guards import (MAX_NONFINITE_IN_A_ROW, SNAPSHOT_EVERY_WITHOUT_SAVES, TrainingDiverged,
+                               nonfinite_parameters, raise_if_out_of_memory, stop_requests)
 from tensorf_jt.losses import mse_to_psnr
 from tensorf_jt.models import MODELS, TensorBase
 from tensorf_jt.profiling import stage
+from tensorf_jt.resume import (STATE_FORMAT, find_latest_state, load_optimizer_state, optimizer_state,
+                               pack_ray_mask, read_state, resume_args, state_path, unpack_ray_mask)
 from tensorf_jt.schedules import N_to_reso, TrainingSchedule, cal_n_samples, lr_decay_factor
 from tensorf_jt.training_log import TrainingLog
-
 
 def seed_everything(seed: int) -> None:
     """Seed Python, numpy and Jittor. Pending lazy random Vars would consume Jittor's stream
     after seeding, so everything queued is executed first."""
     jt.sync_all()
     jt.set_global_seed(seed)
+
+
+def seed_iteration(seed: int, iteration: int) -> None:
+    """Reseed Jittor and numpy's global generator from (seed, iteration) before a training step.
+
+    Jittor's generator state cannot be read back, so a resumed run could not continue its
+    stream; seeded per iteration, the training jitter and background draws depend on the
+    iteration alone. Mixed through SeedSequence because Jittor's CPU generator turns nearby
+    seeds into nearby first numbers.
+    """
+    mixed = int(np.random.SeedSequence([seed, iteration]).generate_state(1)[0])
+    jt.set_seed(mixed % (2 ** 31 - 1))
+    np.random.seed(mixed)
 
 
 def free_memory() -> None:
@@ -58,8 +83,11 @@ def make_optimizer(model: TensorBase, lr_grid: float, lr_network: float) -> jt.o
 
 @dataclass
 class TrainResult:
+    """``iterations``: completed; ``stopped_by_signal``: the signal that stopped the run early, if any."""
+
     logfolder: str
     checkpoint: str
+    state: str
     iterations: int
     wall_time_s: float
     seconds_per_iter_median: float
@@ -67,12 +95,17 @@ class TrainResult:
     final_train_psnr: float
     test_metrics: dict | None = None
     events: list = field(default_factory=list)
+    stopped_by_signal: int | None = None
 
 
 class Trainer:
-    """Owns the model, optimizer, data and schedule of one run; ``run()`` trains it."""
+    """Owns the model, optimizer, data and schedule of one run; ``run()`` trains it.
 
-    def __init__(self, args) -> None:
+    ``state`` (a training-state dict, ``tensorf_jt.resume``) continues a saved run in
+    ``logfolder`` instead of starting a new one.
+    """
+
+    def __init__(self, args, state: dict | None = None, logfolder: str | None = None) -> None:
         self.args = args
         self._check_args()
         kernels.set_kernels(args.kernels)
@@ -82,27 +115,29 @@ class Trainer:
         self.test_dataset = load_split(args, "test", is_stack=True)
         self.white_bg = self.train_dataset.white_bg or args.white_bkgd
         self.ndc_ray = bool(args.ndc_ray)
-        self.logfolder = self._make_logfolder()
-
-        aabb = self.train_dataset.scene_bbox
-        self.reso_cur = N_to_reso(args.N_voxel_init, aabb)
-        self.reso_mask = self.reso_cur
-        self.nSamples = min(args.nSamples, cal_n_samples(self.reso_cur, args.step_ratio))
-        self.model = self._build_model(aabb)
-        self.model.jitter_samples = args.perturb > 0
-
+        self.logfolder = self._make_logfolder(logfolder)
+        self.state_path = state_path(self.logfolder, args.expname)
         self.schedule = TrainingSchedule.from_args(args)
         decay_iters = args.lr_decay_iters if args.lr_decay_iters > 0 else args.n_iters
         self.lr_factor = lr_decay_factor(args.lr_decay_target_ratio, decay_iters)
-        self.optimizer = make_optimizer(self.model, args.lr_init, args.lr_basis)
 
-        self.L1_reg_weight = args.L1_weight_inital
-        self.TV_weight_density, self.TV_weight_app = args.TV_weight_density, args.TV_weight_app
-        rays, rgbs = self.train_dataset.all_rays, self.train_dataset.all_rgbs
-        if not args.ndc_ray:  # NDC rays all cross the NDC box; the reference filters neither
-            rays, rgbs = self.model.filtering_rays(rays, rgbs, bbox_only=True)
-        self._set_training_rays(rays, rgbs)
+        self.iteration = 0  # iterations completed: the next one to run
         self.events: list[tuple[int, str]] = []
+        self.recent_psnrs: list[float] = []  # train PSNRs since the last progress row
+        self.test_psnr, self.last_psnr = 0.0, 0.0
+        self.stop_signal: int | None = None
+        self.ray_batches: RayBatchDataset | None = None
+        self.ray_keep: np.ndarray | None = None  # which of the dataset's training rays are trained on
+        self.lr_scale = 1.0  # learning rates relative to the schedule's; the NaN guard halves it
+        self._logged_events = 0
+        self._log_rows: list[dict] = []
+        self._elapsed_before = 0.0  # training time spent before this process (resumed runs)
+        self._snapshot: dict | None = None
+        self._failures, self._failed_at = 0, -1
+        if state is None:
+            self._start_new_run()
+        else:
+            self._resume(state)
 
     # ------------------------------------------------------------------- setup
     def _check_args(self) -> None:
@@ -115,16 +150,33 @@ class Trainer:
             raise ConfigError("n_lamb_sigma and n_lamb_sh must be set, e.g. 'n_lamb_sigma = [16,16,16]' "
                               "and 'n_lamb_sh = [48,48,48]' as in configs/lego.txt.")
 
-    def _make_logfolder(self) -> str:
+    def _make_logfolder(self, folder: str | None) -> str:
         args = self.args
-        stamp = datetime.datetime.now().strftime("-%Y%m%d-%H%M%S") if args.add_timestamp else ""
-        folder = os.path.join(args.basedir, f"{args.expname}{stamp}")
+        if folder is None:
+            stamp = datetime.datetime.now().strftime("-%Y%m%d-%H%M%S") if args.add_timestamp else ""
+            folder = os.path.join(args.basedir, f"{args.expname}{stamp}")
         try:
             os.makedirs(os.path.join(folder, "imgs_vis"), exist_ok=True)
         except OSError as err:
             raise ConfigError(f"Cannot create the log folder '{folder}' ({err.strerror}); "
                               "choose a writable --basedir.") from None
         return folder
+
+    def _start_new_run(self) -> None:
+        args = self.args
+        aabb = self.train_dataset.scene_bbox
+        self.reso_cur = N_to_reso(args.N_voxel_init, aabb)
+        self.reso_mask = self.reso_cur
+        self.nSamples = min(args.nSamples, cal_n_samples(self.reso_cur, args.step_ratio))
+        self.model = self._build_model(aabb)
+        self.model.jitter_samples = args.perturb > 0
+        self.optimizer = make_optimizer(self.model, args.lr_init, args.lr_basis)
+        self.L1_reg_weight = args.L1_weight_inital
+        self.TV_weight_density, self.TV_weight_app = args.TV_weight_density, args.TV_weight_app
+        if args.ndc_ray:  # NDC rays all cross the NDC box; the reference filters neither
+            self._set_training_rays(None)
+        else:
+            self._filter_training_rays(bbox_only=True)
 
     def _build_model(self, aabb: np.ndarray) -> TensorBase:
         args = self.args
@@ -139,9 +191,128 @@ class Trainer:
             pos_pe=args.pos_pe, view_pe=args.view_pe, fea_pe=args.fea_pe, featureC=args.featureC,
             step_ratio=args.step_ratio, fea2denseAct=args.fea2denseAct)
 
-    def _set_training_rays(self, rays: np.ndarray, rgbs: np.ndarray) -> None:
+    def _set_training_rays(self, keep: np.ndarray | None) -> None:
+        """Train on the dataset's rays where ``keep`` is true (all for None), with a fresh sampler."""
+        rays, rgbs = self.train_dataset.all_rays, self.train_dataset.all_rgbs
+        if keep is not None:
+            rays, rgbs = rays[keep], rgbs[keep]
+        self.ray_keep = keep
         self.ray_batches = RayBatchDataset(rays, rgbs, self.args.batch_size, seed=self.args.seed)
         self._batch_iter = iter(self.ray_batches)
+
+    def _filter_training_rays(self, bbox_only: bool) -> int:
+        """Drop the training rays the model says cannot see anything; returns how many are left.
+
+        The result is kept as a mask over the dataset's rays, which a state file stores in one
+        bit per ray. ``filtering_rays`` selects colours with the same mask as rays, so passing
+        row numbers in their place returns the rows that survive.
+        """
+        n_rays = self.train_dataset.all_rays.shape[0]
+        if self.ray_keep is None:
+            rays, rows = self.train_dataset.all_rays, np.arange(n_rays)
+        else:  # the rays trained on are the dataset's rows where ray_keep is set, in order
+            rays, rows = self.ray_batches.rays, np.flatnonzero(self.ray_keep)
+        kept_rows = self.model.filtering_rays(rays, rows, bbox_only=bbox_only)[1]
+        keep = np.zeros(n_rays, dtype=bool)
+        keep[kept_rows] = True
+        self._set_training_rays(keep)
+        return len(kept_rows)
+
+    # ------------------------------------------------------- state and resume
+    def _capture(self) -> dict:
+        """Copies of everything the loop needs to continue from here (model, Adam, schedule, rays, sampler)."""
+        snapshot = {
+            "iteration": self.iteration,
+            "model": checkpoint_dict(self.model),
+            "optimizer": optimizer_state(self.optimizer),
+            "schedule": {"reso_cur": list(self.reso_cur), "reso_mask": list(self.reso_mask),
+                         "nSamples": int(self.nSamples), "L1_reg_weight": self.L1_reg_weight,
+                         "TV_weight_density": self.TV_weight_density, "TV_weight_app": self.TV_weight_app,
+                         "lr_scale": self.lr_scale},
+            "ray_keep": self.ray_keep,
+            "sampler": self.ray_batches.state(),
+        }
+        optimizer = snapshot["optimizer"]["groups"]
+        jt.sync(list(snapshot["model"]["state_dict"].values())
+                + [var for group in optimizer for key in ("m", "values") for var in group[key]])
+        return snapshot
+
+    def _restore(self, snapshot: dict) -> None:
+        """Go back to a ``_capture`` result (or a state file's equivalent)."""
+        args = self.args
+        self.model = model_from_checkpoint(snapshot["model"], source="The training state")
+        self.model.jitter_samples = args.perturb > 0
+        schedule = snapshot["schedule"]
+        self.reso_cur, self.reso_mask = list(schedule["reso_cur"]), list(schedule["reso_mask"])
+        self.nSamples = int(schedule["nSamples"])
+        self.L1_reg_weight = schedule["L1_reg_weight"]
+        self.TV_weight_density, self.TV_weight_app = schedule["TV_weight_density"], schedule["TV_weight_app"]
+        self.lr_scale = schedule["lr_scale"]
+        self.optimizer = make_optimizer(self.model, args.lr_init, args.lr_basis)
+        load_optimizer_state(self.optimizer, snapshot["optimizer"])
+        if self.ray_batches is None or snapshot["ray_keep"] is not self.ray_keep:
+            self._set_training_rays(snapshot["ray_keep"])
+        self.ray_batches.restore(snapshot["sampler"])
+        self.iteration = int(snapshot["iteration"])
+
+    def _state_file(self, snapshot: dict) -> dict:
+        """A snapshot plus what a new process needs besides it: flags, ray mask, training log."""
+        state = {key: value for key, value in snapshot.items() if key != "ray_keep"}
+        state.update(format=STATE_FORMAT, train_args=dict(vars(self.args)),
+                     rays=pack_ray_mask(snapshot["ray_keep"], self.train_dataset.all_rays.shape[0]))
+        state["log"] = {
+            "rows": list(self.train_log.rows), "elapsed_s": time.time() - self._started,
+            "events": list(self.events), "logged_events": self._logged_events,
+            "recent_psnrs": list(self.recent_psnrs), "test_psnr": self.test_psnr, "last_psnr": self.last_psnr,
+        }
+        return state
+
+    def _resume(self, state: dict) -> None:
+        snapshot = dict(state, ray_keep=unpack_ray_mask(state["rays"], self.train_dataset.all_rays.shape[0]))
+        self._restore(snapshot)
+        log = state["log"]
+        self._log_rows, self._elapsed_before = log["rows"], log["elapsed_s"]
+        self.events, self._logged_events = [tuple(event) for event in log["events"]], log["logged_events"]
+        self.recent_psnrs, self.test_psnr, self.last_psnr = list(log["recent_psnrs"]), log["test_psnr"], log["last_psnr"]
+
+    def _checkpoint(self, save: bool) -> bool:
+        """Take the NaN guard's snapshot and, if ``save``, write it to the state file.
+
+        Returns False instead when a parameter is no longer finite; training has then gone back
+        to the previous snapshot (there must be one: the starting model must be finite).
+        """
+        bad = nonfinite_parameters(self.model)
+        if bad and self._snapshot is None:
+            raise CheckpointError(f"The model to train starts with non-finite values in {', '.join(bad[:3])}: "
+                                  "the --ckpt or --resume file is damaged.")
+        if bad:
+            self._recover(self.iteration - 1, f"parameters {', '.join(bad[:3])} are not finite")
+            return False
+        self._snapshot = self._capture()
+        if save:
+            save_atomically(self._state_file(self._snapshot), self.state_path)
+        return True
+
+    def _recover(self, iteration: int, what: str) -> None:
+        """Go back to the last snapshot with halved learning rates, or give up after too many tries."""
+        args = self.args
+        self._failures += 1
+        back_to = self._snapshot["iteration"]
+        if self._failures >= MAX_NONFINITE_IN_A_ROW:
+            raise TrainingDiverged(
+                f"Training diverged: {what} at iteration {iteration}, {self._failures} times in a row, although "
+                f"training went back to iteration {back_to} with halved learning rates each time. Start again "
+                f"with a lower --lr_init (now {args.lr_init}) or --lr_basis (now {args.lr_basis}), or a larger "
+                f"--batch_size (now {args.batch_size}); check the dataset if it happens early.")
+        self._failed_at = max(self._failed_at, iteration)
+        lr_scale = self.lr_scale * 0.5
+        self._restore(self._snapshot)
+        for group in self.optimizer.param_groups:
+            group["lr"] = group["lr"] * lr_scale / self.lr_scale
+        self.lr_scale = lr_scale
+        text = f"{what} at iteration {iteration}: back to iteration {back_to}, learning rates x{lr_scale:g}"
+        warnings.warn(f"{text}. Training goes on; if this repeats, lower --lr_init or raise --batch_size.")
+        self.events.append((iteration, f"non-finite: {text}"))
 
     # ------------------------------------------------------------------ a step
     def regularisation(self) -> jt.Var | float:
@@ -193,9 +364,8 @@ class Trainer:
                     self.events.append((iteration, f"shrink to grid {self.model.gridSize}"))
                 self.L1_reg_weight = self.args.L1_weight_rest
             if self.schedule.filters_rays(iteration) and not self.ndc_ray:
-                rays, rgbs = self.model.filtering_rays(self.ray_batches.rays, self.ray_batches.rgbs)
-                self._set_training_rays(rays, rgbs)
-                self.events.append((iteration, f"ray filtering kept {rays.shape[0]} rays"))
+                kept = self._filter_training_rays(bbox_only=False)
+                self.events.append((iteration, f"ray filtering kept {kept} rays"))
 
     def _restart_optimizer_keeping_lr(self) -> None:
         """New Adam over the model's current tensors at the current learning rates.
@@ -213,6 +383,7 @@ class Trainer:
         self.nSamples = min(args.nSamples, cal_n_samples(self.reso_cur, args.step_ratio))
         self.model.upsample_volume_grid(self.reso_cur)
         lr_scale = 1.0 if args.lr_upsample_reset else args.lr_decay_target_ratio ** (iteration / args.n_iters)
+        lr_scale *= self.lr_scale
         self.optimizer = make_optimizer(self.model, args.lr_init * lr_scale, args.lr_basis * lr_scale)
         self.events.append((iteration, f"upsample to {self.reso_cur}"))
 
@@ -224,48 +395,97 @@ class Trainer:
         return summary.get("psnr", 0.0)
 
     # -------------------------------------------------------------------- run
+    def _request_stop(self, signum: int) -> None:
+        """SIGINT / SIGTERM: stop after the current step and save; a second one stops at once."""
+        if self.stop_signal is not None:
+            raise KeyboardInterrupt
+        self.stop_signal = signum
+
+    def _run_iteration(self, progress: tqdm) -> None:
+        """Train iteration ``self.iteration`` and run the events scheduled after it."""
+        args = self.args
+        iteration = self.iteration
+        seed_iteration(args.seed, iteration)
+        tick = time.time()
+        mse = self.train_step()
+        self.step_times.append(time.time() - tick)
+        if not math.isfinite(mse):
+            self._recover(iteration, f"the loss is {mse}")
+            return
+        self.last_psnr = mse_to_psnr(mse)
+        self.recent_psnrs.append(self.last_psnr)
+        if iteration % args.progress_refresh_rate == 0:
+            window_psnr = float(np.mean(self.recent_psnrs))
+            progress.set_description(
+                f"Iteration {iteration:05d}: train_psnr = {window_psnr:.2f} "
+                f"test_psnr = {self.test_psnr:.2f} mse = {mse:.6f}")
+            self.train_log.row(self, iteration, mse=mse, train_psnr=window_psnr)
+            self.recent_psnrs = []
+        if args.N_vis != 0 and iteration % args.vis_every == args.vis_every - 1:
+            self.test_psnr = self.visualize(iteration)
+            self.train_log.row(self, iteration, test_psnr=self.test_psnr, event="test views rendered (imgs_vis)")
+        if self.schedule.updates_alpha_mask(iteration):
+            self.update_alpha_mask(iteration)
+        if self.schedule.upsamples(iteration):
+            self.upsample(iteration)
+        for event_iteration, text in self.events[self._logged_events:]:
+            progress.write(f"[{event_iteration}] {text}")
+            self.train_log.row(self, event_iteration, event=text)
+        self._logged_events = len(self.events)
+        self.iteration += 1
+        if self._failures and iteration >= self._failed_at:
+            self._failures = 0
+        snapshot_every = args.save_every or SNAPSHOT_EVERY_WITHOUT_SAVES
+        if self.iteration % snapshot_every == 0 and self.iteration < args.n_iters:
+            self._checkpoint(save=args.save_every > 0)
+        if args.gc_every > 0 and self.iteration % args.gc_every == 0:
+            free_memory()
+
     def run(self) -> TrainResult:
         args = self.args
-        started = time.time()
-        train_log = TrainingLog(self.logfolder)
-        step_times, recent_psnrs, test_psnr, last_psnr, logged_events = [], [], 0.0, 0.0, 0
-        progress = tqdm(range(args.n_iters), miniters=args.progress_refresh_rate, file=sys.stdout,
-                        dynamic_ncols=True)
-        for iteration in progress:
-            tick = time.time()
-            mse = self.train_step()
-            step_times.append(time.time() - tick)
-            last_psnr = mse_to_psnr(mse)
-            recent_psnrs.append(last_psnr)
-            if iteration % args.progress_refresh_rate == 0:
-                window_psnr = float(np.mean(recent_psnrs))
-                progress.set_description(
-                    f"Iteration {iteration:05d}: train_psnr = {window_psnr:.2f} "
-                    f"test_psnr = {test_psnr:.2f} mse = {mse:.6f}")
-                train_log.row(self, iteration, mse=mse, train_psnr=window_psnr)
-                recent_psnrs = []
-            if args.N_vis != 0 and iteration % args.vis_every == args.vis_every - 1:
-                test_psnr = self.visualize(iteration)
-                train_log.row(self, iteration, test_psnr=test_psnr, event="test views rendered (imgs_vis)")
-            if self.schedule.updates_alpha_mask(iteration):
-                self.update_alpha_mask(iteration)
-            if self.schedule.upsamples(iteration):
-                self.upsample(iteration)
-            for event_iteration, text in self.events[logged_events:]:
-                progress.write(f"[{event_iteration}] {text}")
-                train_log.row(self, event_iteration, event=text)
-            logged_events = len(self.events)
-            if args.gc_every > 0 and (iteration + 1) % args.gc_every == 0:
-                free_memory()
+        self._started = time.time() - self._elapsed_before
+        self.train_log = TrainingLog(self.logfolder, rows=self._log_rows, elapsed_s=self._elapsed_before)
+        self.step_times: list[float] = []
+        progress = tqdm(total=args.n_iters, initial=self.iteration, miniters=args.progress_refresh_rate,
+                        file=sys.stdout, dynamic_ncols=True)
+        try:
+            with stop_requests(self._request_stop):
+                self._checkpoint(save=False)
+                while True:
+                    if self.iteration < args.n_iters and self.stop_signal is None:
+                        self._run_iteration(progress)
+                    elif self._checkpoint(save=True):  # finished or asked to stop: save, unless a tensor went bad
+                        break
+                    if progress.n + 1 == self.iteration:
+                        progress.update(1)
+                    elif progress.n != self.iteration:  # the NaN guard went back
+                        progress.n = self.iteration
+                        progress.refresh()
+        except (RuntimeError, MemoryError) as err:
+            raise_if_out_of_memory(err, args, f"training (iteration {self.iteration})")
+            raise
         progress.close()
-
         checkpoint = save_checkpoint(self.model, os.path.join(self.logfolder, f"{args.expname}.th"),
                                      train_args=vars(args))
-        wall_time = time.time() - started
+        settled = self.step_times[len(self.step_times) // 10:]  # leave out the first steps' kernel compiles
         result = TrainResult(
-            logfolder=self.logfolder, checkpoint=checkpoint, iterations=args.n_iters, wall_time_s=wall_time,
-            seconds_per_iter_median=statistics.median(step_times[len(step_times) // 10:] or step_times),
-            peak_rss_mb=peak_rss_mb(), final_train_psnr=last_psnr, events=list(self.events))
+            logfolder=self.logfolder, checkpoint=checkpoint, state=self.state_path, iterations=self.iteration,
+            wall_time_s=time.time() - self._started,
+            seconds_per_iter_median=statistics.median(settled) if settled else float("nan"),
+            peak_rss_mb=peak_rss_mb(), final_train_psnr=self.last_psnr, events=list(self.events),
+            stopped_by_signal=self.stop_signal)
+        if self.stop_signal is None:
+            try:
+                self._render_results(result)
+            except (RuntimeError, MemoryError) as err:
+                raise_if_out_of_memory(err, args, "rendering after training")
+                raise
+        self.train_log.close()
+        return result
+
+    def _render_results(self, result: TrainResult) -> None:
+        """The renders the flags ask for after training: training views, test views, camera path."""
+        args = self.args
         if args.render_train:
             train_views = load_split(args, "train", is_stack=True)
             evaluate(train_views, self.model, os.path.join(self.logfolder, "imgs_train_all"),
@@ -273,13 +493,36 @@ class Trainer:
         if args.render_test:
             result.test_metrics = evaluate(self.test_dataset, self.model, os.path.join(self.logfolder, "imgs_test_all"),
                                            white_bg=self.white_bg, chunk=args.chunk_size, ndc_ray=self.ndc_ray)
-            train_log.row(self, args.n_iters - 1, test_psnr=result.test_metrics["psnr"], event="test split rendered")
+            self.train_log.row(self, args.n_iters - 1, test_psnr=result.test_metrics["psnr"],
+                               event="test split rendered")
         if args.render_path:
             evaluate_path(self.test_dataset, self.model, os.path.join(self.logfolder, "imgs_path_all"),
                           white_bg=self.white_bg, ndc_ray=self.ndc_ray, chunk=args.chunk_size)
-        train_log.close()
-        return result
 
 
-def train(args) -> TrainResult:
-    return Trainer(args).run()
+def resume_path(args) -> str | None:
+    """The state file ``--resume`` names; for ``auto`` the newest of this run (None: there is none yet)."""
+    if args.resume != "auto":
+        return args.resume
+    if not args.expname:
+        raise ConfigError("--resume auto looks for the run by its expname: give --config or --expname too.")
+    return find_latest_state(args.basedir, args.expname)
+
+
+def train(args, explicit: set[str] = frozenset()) -> TrainResult:
+    """Train as ``args`` say; with ``--resume``, continue the saved run instead.
+
+    ``explicit``: the flags set on the command line or in the config file (see
+    ``config.parse_args_and_sources``); when resuming, the others come from the saved run.
+    """
+    if not args.resume:
+        return Trainer(args).run()
+    if args.ckpt:
+        raise ConfigError("--ckpt starts a new run from a model, --resume continues a saved run: give only one.")
+    path = resume_path(args)
+    if path is None:
+        print(f"--resume auto: no saved state of '{args.expname}' under '{args.basedir}' yet; starting a new run.")
+        return Trainer(args).run()
+    state = read_state(path)
+    return Trainer(resume_args(args, set(explicit), state["train_args"]), state=state,
+                   logfolder=os.path.dirname(os.path.abspath(path))).run()

@@ -10,7 +10,7 @@ import csv
 import json
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -30,13 +30,17 @@ COLUMNS = ("iteration", "wall_time_s", "mse", "train_psnr", "test_psnr", "lr_gri
 class TrainingLog:
     """Rows of one training run in ``folder``; ``close()`` writes the JSON copy and the plot."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, rows: Sequence[dict] = (), elapsed_s: float = 0.0) -> None:
+        """A new log; a resumed run passes its earlier ``rows`` (written first) and the training
+        time already spent, ``elapsed_s``, from which ``wall_time_s`` continues."""
         self.folder = folder
         self.rows: list[dict] = []
-        self._started = time.time()
+        self._started = time.time() - elapsed_s
         self._handle = open(os.path.join(folder, CSV_NAME), "w", newline="", encoding="utf-8")
         self._writer = csv.DictWriter(self._handle, fieldnames=COLUMNS)
         self._writer.writeheader()
+        for record in rows:
+            self._write(dict(record))
         self._handle.flush()
 
     def row(self, trainer: Trainer, iteration: int, mse: float | None = None, train_psnr: float | None = None,
@@ -55,10 +59,13 @@ class TrainingLog:
             "n_rays": int(trainer.ray_batches.rays.shape[0]),
             "event": event,
         }
+        self._write(record)
+        return record
+
+    def _write(self, record: dict) -> None:
         self.rows.append(record)
         self._writer.writerow({key: "" if value is None else value for key, value in record.items()})
         self._handle.flush()
-        return record
 
     def close(self) -> None:
         """Close the CSV, write every row to ``train_log.json`` and plot PSNR to ``train_psnr.png``."""

@@ -1,7 +1,24 @@
 """Bad input to the CLIs ends with exit status 2 and a message naming the problem, no traceback."""
+import json
+import os
+import shutil
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
 import pytest
+import jittor as jt
 
 from conftest import run_python
+from fake_datasets import make_llff
+from model_factory import tiny_model
+from test_resume import tiny_argv
+
+from tensorf_jt.checkpoint import save_checkpoint
+from tensorf_jt.cli.render import main as render_main
+from tensorf_jt.cli.train import main as train_main
+from tensorf_jt.dataLoader import BlenderDataset, LLFFDataset
+from tensorf_jt.models import TensorCP
 
 
 def assert_clean_failure(result, *fragments):
@@ -58,3 +75,115 @@ def test_reference_lego_config_trains_on_a_blender_folder(tiny_scene, tmp_path):
     assert "test: PSNR" in result.stdout
     assert (tmp_path / "tensorf_lego_VM" / "tensorf_lego_VM.th").is_file()
     assert (tmp_path / "tensorf_lego_VM" / "imgs_test_all" / "mean.txt").is_file()
+
+
+# ----------------------------------------------------------------------------------------------
+# The rest of the bad-input table (docs/ERRORS.md), run in-process: the same exit status and
+# message as the commands above, without a new interpreter per case.
+def run_main(cli_main, argv, capsys) -> tuple[int, str]:
+    status = cli_main([str(a) for a in argv])
+    return status, capsys.readouterr().err
+
+
+def broken_copy(tiny_scene, tmp_path, damage) -> str:
+    """A copy of the tiny scene with ``damage(folder)`` applied."""
+    folder = tmp_path / "broken"
+    shutil.copytree(tiny_scene, folder)
+    damage(folder)
+    return str(folder)
+
+
+def drop_key(folder):
+    meta = json.loads((folder / "transforms_train.json").read_text())
+    del meta["camera_angle_x"]
+    (folder / "transforms_train.json").write_text(json.dumps(meta))
+
+
+def name_missing_image(folder):
+    meta = json.loads((folder / "transforms_train.json").read_text())
+    meta["frames"][2]["file_path"] = "./train/gone"
+    (folder / "transforms_train.json").write_text(json.dumps(meta))
+
+
+def shrink_one_image(folder):
+    path = folder / json.loads((folder / "transforms_train.json").read_text())["frames"][1]["file_path"]
+    path = path.with_suffix(".png")
+    iio.imwrite(path, iio.imread(path)[:20, :20])
+
+
+@pytest.mark.parametrize("damage, fragments", [
+    (lambda f: (f / "transforms_train.json").write_text("{ not json"), ["transforms_train.json' is not valid JSON"]),
+    (drop_key, ["transforms_train.json' lacks the key 'camera_angle_x'"]),
+    (name_missing_image, ["gone.png' listed in the transforms file does not exist"]),
+    (shrink_one_image, ["is 20x20 but", "all images of a scene must have the same size"]),
+])
+def test_train_rejects_broken_blender_scenes(tiny_scene, tmp_path, capsys, damage, fragments):
+    scene = broken_copy(tiny_scene, tmp_path, damage)
+    status, error = run_main(train_main, tiny_argv(scene, tmp_path / "log"), capsys)
+    assert status == 2 and all(fragment in error for fragment in fragments), error
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (["--shadingMode", "Phong"], "shadingMode 'Phong' is not supported"),
+    (["--n_iters", "0"], "n_iters must be positive, got 0"),
+    (["--n_iters", "-5"], "n_iters must be positive, got -5"),
+    (["--batch_size", "-1"], "batch_size must be positive, got -1"),
+    (["--save_every", "-1"], "save_every must be 0 (save only at the end) or positive"),
+    (["--resume", "{tmp}/nothing_state.th"], "nothing_state.th' does not exist"),
+    (["--resume", "{ckpt}"], "is a model checkpoint, not a training state"),
+    (["--resume", "auto", "--ckpt", "{ckpt}"], "--resume continues a saved run: give only one"),
+])
+def test_train_rejects_bad_flags(tiny_scene, tmp_path, capsys, extra, fragment):
+    checkpoint = save_checkpoint(tiny_model(), str(tmp_path / "model.th"))
+    extra = [a.replace("{tmp}", str(tmp_path)).replace("{ckpt}", checkpoint) for a in extra]
+    status, error = run_main(train_main, tiny_argv(tiny_scene, tmp_path / "log", *extra), capsys)
+    assert status == 2 and fragment in error, error
+
+
+def test_render_rejects_damaged_checkpoints_of_our_format(tmp_path, capsys):
+    good = save_checkpoint(tiny_model(), str(tmp_path / "good.th"))
+    data = open(good, "rb").read()
+    (tmp_path / "truncated.th").write_bytes(data[:len(data) // 2])
+    (tmp_path / "empty.th").write_bytes(b"")
+    jt.save({"weights": [1, 2, 3]}, str(tmp_path / "foreign.th"))
+    for name, fragment in (("truncated", "is corrupted"), ("empty", "is corrupted"),
+                           ("foreign", "is not a TensoRF checkpoint")):
+        status, error = run_main(render_main, ["--ckpt", tmp_path / f"{name}.th"], capsys)
+        assert status == 2 and fragment in error, (name, error)
+
+
+def test_a_checkpoint_renders_as_the_model_it_records_whatever_model_name_says(tiny_scene, tmp_path, capsys):
+    """The reference's issue #11: a TensorCP checkpoint with --model_name TensorVMSplit. The
+    checkpoint names its model, so it just works (and a resumed run refuses another model_name:
+    tests/test_resume.py)."""
+    model = TensorCP(tiny_model().aabb, [8, 8, 8], density_n_comp=[4], appearance_n_comp=[6], app_dim=5,
+                     shadingMode="MLP_Fea", view_pe=2, fea_pe=2, featureC=8)
+    checkpoint = save_checkpoint(model, str(tmp_path / "cp.th"),
+                                 train_args={"dataset_name": "blender", "datadir": tiny_scene})
+    status = render_main(["--ckpt", checkpoint, "--model_name", "TensorVMSplit"])
+    assert status == 0 and "test: 2 views, PSNR" in capsys.readouterr().out
+
+
+def test_rgb_and_rgba_images_are_accepted_where_the_other_is_expected(tiny_scene, tmp_path):
+    """Decision: a blender scene whose PNGs have no alpha channel is accepted with every pixel
+    opaque (its colours are used as they are); an LLFF scene whose images have one keeps their
+    colours and ignores the alpha, as the reference's RGB conversion does."""
+    def drop_alpha(folder):
+        for path in (folder / "train").glob("*.png"):
+            iio.imwrite(path, iio.imread(path)[..., :3])
+
+    scene = broken_copy(tiny_scene, tmp_path, drop_alpha)
+    rgb_only = BlenderDataset(scene, "train")
+    first = iio.imread(os.path.join(scene, "train", "r_0.png")).reshape(-1, 3) / 255.0
+    np.testing.assert_allclose(rgb_only.all_rgbs[:first.shape[0]], first, atol=1e-6)
+
+    llff = make_llff(str(tmp_path / "llff"))
+    images = sorted((Path(llff) / "images_4").glob("*.png"))
+    colours = [iio.imread(path) for path in images]
+    for path, rgb in zip(images, colours):
+        transparent = np.zeros(rgb.shape[:2] + (1,), np.uint8)
+        iio.imwrite(path, np.concatenate([rgb, transparent], axis=-1))
+    with_alpha = LLFFDataset(llff, "test", downsample=4.0)
+    np.testing.assert_allclose(with_alpha.all_rgbs.reshape(-1, 3),
+                               np.concatenate([colours[i].reshape(-1, 3) for i in with_alpha.image_ids]) / 255.0,
+                               atol=1e-6)

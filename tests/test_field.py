@@ -2,7 +2,7 @@
 import numpy as np
 import jittor as jt
 
-from model_factory import AABB, tiny_model
+from model_factory import tiny_model
 from numpy_reference import bilinear, linear, resize_align_corners
 
 

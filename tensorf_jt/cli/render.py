@@ -46,6 +46,13 @@ def render_checkpoint(args, explicit: set[str] = frozenset(), render: bool = Tru
     if not render:
         return results
     trained_with = ckpt.get("train_args", {})
+    unknown_scene = [f"--{name}" for name in ("datadir", "dataset_name")
+                     if "train_args" not in ckpt and name not in explicit]
+    if unknown_scene and (args.render_train or args.render_test or args.render_path):
+        raise ConfigError(
+            f"'{args.ckpt}' does not record the scene it was trained on (checkpoints of the PyTorch TensoRF "
+            f"never do); pass {' and '.join(unknown_scene)} (e.g. --datadir data/nerf_synthetic/lego "
+            "--dataset_name blender; add --ndc_ray 1 for llff scenes).")
     for name in _INHERITED:
         if name not in explicit and name in trained_with:
             setattr(args, name, trained_with[name])
@@ -89,7 +96,9 @@ def _main(argv: list[str]) -> int:
     args, explicit = parse_args_and_sources(argv)
     if not (args.render_train or args.render_path or args.export_mesh):
         args.render_test = 1
-    render_checkpoint(args, explicit)
+    from tensorf_jt.guards import out_of_memory_hint
+    with out_of_memory_hint(args, "rendering"):
+        render_checkpoint(args, explicit)
     return 0
 
 

@@ -2,10 +2,13 @@
 
 With no arguments at all it trains the built-in demo scene (``configs/demo.txt``).
 ``--export_mesh 1`` writes the mesh of ``--ckpt`` and stops (the reference goes on to train);
-with ``--render_only 1`` it also renders what the render flags ask for.
+with ``--render_only 1`` it also renders what the render flags ask for. ``--resume STATE``
+continues a saved run. SIGINT / SIGTERM stop training after the current step, save, and exit
+with status 130 / 143 (128 + the signal's number) after printing how to resume.
 """
 from __future__ import annotations
 
+import signal
 import sys
 
 from tensorf_jt.cli import run_cli
@@ -27,10 +30,17 @@ def _main(argv: list[str]) -> int:
                           "or --render_path 1.")
     if args.render_only or args.export_mesh:
         from tensorf_jt.cli.render import render_checkpoint
-        render_checkpoint(args, explicit, render=bool(args.render_only))
+        from tensorf_jt.guards import out_of_memory_hint
+        with out_of_memory_hint(args, "rendering"):
+            render_checkpoint(args, explicit, render=bool(args.render_only))
         return 0
     from tensorf_jt.trainer import train
-    result = train(args)
+    result = train(args, explicit)
+    if result.stopped_by_signal is not None:
+        print(f"{signal.Signals(result.stopped_by_signal).name}: training stopped after {result.iterations} "
+              f"iterations. Saved the training state '{result.state}' and the model '{result.checkpoint}'.\n"
+              f"Resume with: python train.py --resume {result.state}", file=sys.stderr)
+        return 128 + result.stopped_by_signal
     print(f"checkpoint: {result.checkpoint}")
     print(f"wall time {result.wall_time_s:.1f} s, {result.seconds_per_iter_median:.3f} s/iter (median), "
           f"peak RSS {result.peak_rss_mb:.0f} MB, final train PSNR {result.final_train_psnr:.2f}")

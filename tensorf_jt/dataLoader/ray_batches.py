@@ -2,16 +2,22 @@
 
 Jittor's Dataset fetches items one by one and collates them, which costs ~26 ms for a
 4096-ray batch of rows. Here one *item* is one whole batch: ``__getitem__(k)`` slices the
-k-th window of the epoch's permutation with numpy fancy indexing (~1 ms), and collation
-passes it through. Sampling matches the reference's ``SimpleSampler``: a fresh permutation
-per epoch, full batches only.
+k-th window of the epoch's permutation with numpy fancy indexing (~1 ms). Sampling matches
+the reference's ``SimpleSampler``: a fresh permutation per epoch, full batches only.
+
+The stream is a cursor (the epoch's permutation and the next batch in it) rather than
+Jittor's index loop, so that ``state()`` / ``restore()`` can stop and resume it mid-epoch:
+the state holds the generator's state from before the epoch's permutation was drawn, which
+redraws the same permutation, instead of the permutation itself (8 bytes per ray).
 """
 from __future__ import annotations
+
+from typing import Iterator
 
 import numpy as np
 from jittor.dataset import Dataset
 
-from tensorf_jt.errors import ConfigError, DatasetError
+from tensorf_jt.errors import CheckpointError, ConfigError, DatasetError
 
 
 class RayBatchDataset(Dataset):
@@ -29,16 +35,47 @@ class RayBatchDataset(Dataset):
         self.rgbs = np.ascontiguousarray(rgbs, dtype=np.float32)
         self.rays_per_batch = min(int(batch_size), self.rays.shape[0])
         self._rng = np.random.default_rng(seed)
-        self._order = None
-        self.set_attrs(total_len=self.rays.shape[0] // self.rays_per_batch, batch_size=1,
-                       shuffle=False, drop_last=False, endless=True)
+        self._epoch_rng_state: dict | None = None  # generator state before this epoch's permutation
+        self._order: np.ndarray | None = None
+        self._position = 0  # next batch of the epoch
+        self.set_attrs(total_len=self.rays.shape[0] // self.rays_per_batch, batch_size=1, shuffle=False)
+
+    def _start_epoch(self) -> None:
+        self._epoch_rng_state = self._rng.bit_generator.state
+        self._order = self._rng.permutation(self.rays.shape[0])
+        self._position = 0
 
     def __getitem__(self, batch_index: int) -> tuple[np.ndarray, np.ndarray]:
-        if batch_index == 0 or self._order is None:
-            self._order = self._rng.permutation(self.rays.shape[0])
+        """Batch ``batch_index`` of the current epoch (the first call draws the epoch's permutation)."""
+        if self._order is None:
+            self._start_epoch()
         ids = self._order[batch_index * self.rays_per_batch:(batch_index + 1) * self.rays_per_batch]
         return self.rays[ids], self.rgbs[ids]
 
-    def collate_batch(self, batch: list) -> tuple[np.ndarray, np.ndarray]:
-        """Each item already is a whole batch: unwrap it instead of stacking."""
-        return batch[0]
+    def __iter__(self) -> Iterator[tuple]:
+        """Batches as Jittor Vars, forever, continuing from the cursor."""
+        while True:
+            if self._order is None or self._position == len(self):
+                self._start_epoch()
+            batch = self[self._position]
+            self._position += 1
+            yield self.to_jittor(batch)
+
+    def state(self) -> dict:
+        """Where the stream stands: small, picklable, enough for ``restore`` to continue it exactly."""
+        return {"n_rays": int(self.rays.shape[0]), "rays_per_batch": self.rays_per_batch,
+                "epoch_rng_state": self._epoch_rng_state, "position": self._position}
+
+    def restore(self, state: dict) -> None:
+        """Continue the stream ``state`` describes; the rays must be the ones it was saved with."""
+        if (state["n_rays"], state["rays_per_batch"]) != (self.rays.shape[0], self.rays_per_batch):
+            raise CheckpointError(
+                f"The saved ray sampler drew {state['rays_per_batch']} of {state['n_rays']} rays per batch; "
+                f"this one draws {self.rays_per_batch} of {self.rays.shape[0]}. Resume with the same data "
+                "and batch_size.")
+        if state["epoch_rng_state"] is None:  # saved before the first batch
+            self._order, self._epoch_rng_state, self._position = None, None, 0
+            return
+        self._rng.bit_generator.state = state["epoch_rng_state"]
+        self._start_epoch()
+        self._position = int(state["position"])

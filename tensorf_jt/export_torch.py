@@ -1,0 +1,51 @@
+"""``python -m tensorf_jt.export_torch --ckpt ours.th --out theirs.th``: a checkpoint the PyTorch TensoRF loads.
+
+Writes what the reference's ``TensorBase.save`` writes (``torch.save`` format, no torch
+needed): ``kwargs``, ``state_dict`` and the packed alpha mask. The reference's ``train.py``
+loads it with ``--ckpt theirs.th --model_name <the class printed here>``; like its own
+checkpoints, on torch >= 2.6 that needs ``torch.load(..., weights_only=False)`` or numpy's
+array rebuilders allow-listed (``torch.serialization.add_safe_globals``), since the alpha
+mask is a numpy array.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from tensorf_jt.cli import run_cli
+from tensorf_jt.errors import ConfigError
+
+
+def export_reference_checkpoint(ckpt_path: str, out_path: str) -> str:
+    """Convert the checkpoint at ``ckpt_path`` (ours, or the reference's) to the reference's
+    format at ``out_path``; returns the model class the reference must be told to build."""
+    from tensorf_jt.checkpoint import load_checkpoint
+    from tensorf_jt.reference_checkpoint import to_reference
+    from tensorf_jt.torch_format import save_torch_checkpoint
+
+    if os.path.abspath(ckpt_path) == os.path.abspath(out_path):
+        raise ConfigError("--out must differ from --ckpt: the export would replace the checkpoint it reads.")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(out_path))):
+        raise ConfigError(f"The folder of --out '{out_path}' does not exist; create it first.")
+    model, _ = load_checkpoint(ckpt_path)
+    save_torch_checkpoint(to_reference(model), out_path)
+    return type(model).__name__
+
+
+def _main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tensorf_jt.export_torch", description=__doc__.splitlines()[0])
+    parser.add_argument("--ckpt", required=True, help="checkpoint to convert (written by train.py)")
+    parser.add_argument("--out", required=True, help="where to write the PyTorch TensoRF checkpoint")
+    args = parser.parse_args(argv)
+    model_name = export_reference_checkpoint(args.ckpt, args.out)
+    print(f"wrote {args.out}; the reference loads it with --ckpt {args.out} --model_name {model_name}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cli(lambda: _main(sys.argv[1:] if argv is None else list(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The PyTorch TensoRF's checkpoint contents, converted to ours and back.
+
+The reference's ``TensorBase.save`` writes ``torch.save`` of a dict with ``kwargs`` (its
+``get_kwargs``), ``state_dict`` and, once an alpha mask exists, ``alphaMask.shape``,
+``alphaMask.mask`` (a numpy ``packbits`` array) and ``alphaMask.aabb``: our checkpoint minus
+``model_name``, ``format`` and ``train_args``. Its ``train.py`` takes the class from
+``--model_name`` and adds ``device`` to the kwargs before calling the constructor; the file
+names no class, so here it is read off the state_dict's keys. Parameter names are the same
+on both sides, so state dicts map key for key.
+"""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from tensorf_jt.errors import CheckpointError
+from tensorf_jt.models import TensorBase, TensorVM
+from tensorf_jt.models.shading import SHADING_MODES
+
+# The keys of the reference's ``TensorBase.get_kwargs`` (ours has the same ones).
+REFERENCE_KWARGS = (
+    "aabb", "gridSize", "density_n_comp", "appearance_n_comp", "app_dim", "density_shift", "alphaMask_thres",
+    "distance_scale", "rayMarch_weight_thres", "fea2denseAct", "near_far", "step_ratio", "shadingMode",
+    "pos_pe", "view_pe", "fea_pe", "featureC",
+)
+_MLP_PE_DEFECT = (
+    "the reference's MLPRender_PE sizes its first layer for 3 raw position values that its forward pass "
+    "never passes in, so every reference MLP_PE model crashes at its first batch")
+
+
+def infer_model_name(state_dict: dict, source: str) -> str:
+    """The reference class whose parameters ``state_dict`` holds, from its key names."""
+    roots = {key.split(".")[0] for key in state_dict}
+    candidates = []
+    if "density_plane" in roots:
+        candidates.append("TensorVMSplit")
+    if "plane_coef" in roots:
+        candidates.append("TensorVM")
+    if "density_line" in roots and "density_plane" not in roots:
+        candidates.append("TensorCP")
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise CheckpointError(
+            f"{source} is not a TensoRF model this build knows: its state_dict has none of 'density_plane.*' "
+            f"(TensorVMSplit), 'plane_coef' (TensorVM) or 'density_line.*' (TensorCP); it has {sorted(roots)}.")
+    raise CheckpointError(f"{source} mixes the parameters of {' and '.join(candidates)} ({sorted(roots)}); "
+                          "it is not a checkpoint of one model.")
+
+
+def _array(value, name: str, source: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise CheckpointError(f"{source}: '{name}' should be a tensor, found {type(value).__name__}.")
+    if shape is not None and value.shape != shape:
+        raise CheckpointError(f"{source}: '{name}' has shape {value.shape}, expected {shape}.")
+    return value
+
+
+def _reference_kwargs(kwargs, source: str) -> dict:
+    """The reference's constructor arguments as ours: ``device`` dropped, values checked."""
+    if not isinstance(kwargs, dict):
+        raise CheckpointError(f"{source}: 'kwargs' should be a dict, found {type(kwargs).__name__}.")
+    kwargs = {key: value for key, value in kwargs.items() if key != "device"}
+    unknown = sorted(set(kwargs) - set(REFERENCE_KWARGS))
+    missing = [key for key in ("aabb", "gridSize") if key not in kwargs]
+    if unknown or missing:
+        raise CheckpointError(f"{source}: kwargs do not match the reference TensorBase's: unknown {unknown or 'none'}, "
+                              f"missing {missing or 'none'}. Was it written by another program?")
+    kwargs["aabb"] = _array(kwargs["aabb"], "kwargs.aabb", source, (2, 3)).astype(np.float32)
+    grid = kwargs["gridSize"]
+    if not (isinstance(grid, (list, tuple)) and len(grid) == 3 and all(isinstance(n, int) and n > 1 for n in grid)):
+        raise CheckpointError(f"{source}: kwargs.gridSize should be three voxel counts > 1, found {grid!r}.")
+    mode = kwargs.get("shadingMode", "MLP_PE")
+    if mode not in SHADING_MODES:
+        raise CheckpointError(f"{source}: shadingMode '{mode}' is not one of {', '.join(SHADING_MODES)}.")
+    return kwargs
+
+
+def _refuse_reference_mlp_pe(kwargs: dict, state_dict: dict, source: str) -> None:
+    """A reference MLP_PE first layer is 3 inputs wider than ours (see ``MLPRender_PE``): say why it cannot load."""
+    if kwargs.get("shadingMode", "MLP_PE") != "MLP_PE" or "renderModule.mlp.0.weight" not in state_dict:
+        return
+    view_pe, pos_pe = int(kwargs.get("view_pe", 6)), int(kwargs.get("pos_pe", 6))
+    ours = (3 + 2 * view_pe * 3) + 2 * pos_pe * 3 + int(kwargs.get("app_dim", 27))
+    found = state_dict["renderModule.mlp.0.weight"].shape[-1]
+    if found == ours + 3:
+        raise CheckpointError(
+            f"{source} is a reference MLP_PE model whose first layer takes {found} inputs: {_MLP_PE_DEFECT}, so "
+            f"these weights were never trained and there is nothing to render. Retrain with shadingMode MLP_Fea "
+            f"(the reference configs' choice), or with tensorf_jt, whose MLP_PE takes {ours} inputs.")
+
+
+def from_reference(raw, source: str) -> dict:
+    """Our checkpoint dict (``model_name``, ``kwargs``, ``state_dict``, ``alphaMask.*``; tensors as
+    numpy arrays) from the object the reference's ``torch.save`` wrote."""
+    if not isinstance(raw, dict) or "kwargs" not in raw or "state_dict" not in raw:
+        found = sorted(raw) if isinstance(raw, dict) else type(raw).__name__
+        raise CheckpointError(f"{source} is a PyTorch file but not a TensoRF checkpoint: it lacks 'kwargs' and "
+                              f"'state_dict' (found {found}).")
+    kwargs = _reference_kwargs(raw["kwargs"], source)
+    state_dict = raw["state_dict"]
+    if not isinstance(state_dict, dict):
+        raise CheckpointError(f"{source}: 'state_dict' should be a dict, found {type(state_dict).__name__}.")
+    for name, value in state_dict.items():
+        _array(value, f"state_dict.{name}", source)
+    ckpt = {"model_name": infer_model_name(state_dict, source), "kwargs": kwargs, "state_dict": dict(state_dict)}
+    _refuse_reference_mlp_pe(kwargs, state_dict, source)
+    if "alphaMask.aabb" in raw:
+        ckpt.update(_alpha_mask_entries(raw, source))
+    return ckpt
+
+
+def _alpha_mask_entries(raw: dict, source: str) -> dict:
+    shape, bits = raw.get("alphaMask.shape"), raw.get("alphaMask.mask")
+    if not (isinstance(shape, (tuple, list)) and len(shape) >= 3 and all(isinstance(n, int) and n > 0 for n in shape)
+            and int(np.prod(shape[:-3])) == 1):
+        raise CheckpointError(f"{source}: alphaMask.shape should be (1, 1, Z, Y, X), found {shape!r}.")
+    bits = _array(bits, "alphaMask.mask", source)
+    needed = (int(np.prod(shape)) + 7) // 8
+    if bits.dtype != np.uint8 or bits.ndim != 1 or bits.size < needed:
+        raise CheckpointError(f"{source}: alphaMask.mask should hold {needed} packed bytes (uint8) for a "
+                              f"{tuple(shape[-3:])} grid, found {bits.size} of {bits.dtype}.")
+    return {
+        "alphaMask.shape": tuple(shape),
+        "alphaMask.mask": bits,
+        "alphaMask.aabb": _array(raw["alphaMask.aabb"], "alphaMask.aabb", source, (2, 3)).astype(np.float32),
+    }
+
+
+def to_reference(model: TensorBase) -> dict:
+    """What the reference's ``TensorBase.save`` would write for ``model``; tensors as ``jt.Var``,
+    the packed alpha mask as a numpy array (the reference unpacks it with numpy)."""
+    if model.shadingMode == "MLP_PE":
+        raise CheckpointError(f"An MLP_PE model cannot be exported: {_MLP_PE_DEFECT}, so no reference code can "
+                              "render it.")
+    kwargs = model.get_kwargs()
+    if isinstance(model, TensorVM):
+        # The reference's TensorVM adds the two counts as numbers (per-axis lists would be concatenated).
+        kwargs["density_n_comp"], kwargs["appearance_n_comp"] = model.density_n_comp[0], model.app_n_comp[0]
+    ckpt = {"kwargs": kwargs, "state_dict": collections.OrderedDict(model.state_dict())}
+    if model.alphaMask is not None:
+        packed = model.alphaMask.packed()
+        ckpt.update({
+            "alphaMask.shape": packed["alphaMask.shape"],
+            "alphaMask.mask": packed["alphaMask.mask"].numpy(),
+            "alphaMask.aabb": packed["alphaMask.aabb"],
+        })
+    return ckpt

@@ -1,0 +1,141 @@
+"""Training-state files: what ``--save_every`` writes and ``--resume`` reads back.
+
+A state file ``basedir/expname/expname_state.th`` (``jt.save``, written atomically) holds a
+dict with ``format`` = ``STATE_FORMAT`` and:
+
+- ``iteration``: iterations completed (the next one to run);
+- ``model``: the model checkpoint dict (``checkpoint.checkpoint_dict``, the ``expname.th`` layout);
+- ``optimizer``: Adam's step count and, per parameter group, its learning rate and both moment
+  estimates (``m`` and Jittor's ``values``) as Vars;
+- ``schedule``: grid size (``reso_cur``, ``reso_mask``), samples per ray, the loss weights
+  that change as training goes (L1 after the first mask update, TV decaying every step), and
+  the learning-rate scale left by the NaN guard;
+- ``rays``: which of the dataset's training rays survived filtering, as packed bits;
+- ``sampler``: the ray-batch stream's position (``RayBatchDataset.state``);
+- ``log``: the training log's rows, elapsed training time, schedule events so far and the
+  progress display's running values;
+- ``train_args``: every flag of the run.
+
+Random numbers need no saved state: the trainer reseeds Jittor and numpy at every iteration
+from (seed, iteration), and the ray sampler has its own generator, saved above.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import pickle
+
+import numpy as np
+import jittor as jt
+
+from tensorf_jt.errors import CheckpointError, ConfigError
+
+STATE_FORMAT = "tensorf_jt-state/1"
+
+# Flags that may differ between a saved run and the command that resumes it: they change
+# where files go, what is shown or rendered, or how often things are saved, not the training.
+MAY_CHANGE_ON_RESUME = frozenset({
+    "config", "resume", "ckpt", "basedir", "add_timestamp", "datadir", "save_every", "progress_refresh_rate",
+    "verbose", "gc_every", "chunk_size", "kernels", "N_vis", "vis_every", "render_test", "render_train",
+    "render_path", "render_only", "export_mesh",
+})
+
+
+def state_path(folder: str, expname: str) -> str:
+    return os.path.join(folder, f"{expname}_state.th")
+
+
+def find_latest_state(basedir: str, expname: str) -> str | None:
+    """The newest state file of run ``expname`` under ``basedir`` (timestamped folders included)."""
+    candidates = [state_path(os.path.join(basedir, expname), expname)]
+    candidates += glob.glob(state_path(os.path.join(glob.escape(basedir), f"{glob.escape(expname)}-*"), expname))
+    existing = [path for path in candidates if os.path.isfile(path)]
+    return max(existing, key=os.path.getmtime) if existing else None
+
+
+def read_state(path: str) -> dict:
+    """The state dict at ``path``, with a clear error for anything that is not one."""
+    if not os.path.isfile(path):
+        raise CheckpointError(f"Training state '{path}' does not exist; pass the EXPNAME_state.th file next "
+                              "to an earlier run's checkpoint, or --resume auto.")
+    try:
+        state = jt.load(path)
+    except (pickle.UnpicklingError, EOFError, ValueError, RuntimeError, AttributeError, ImportError, IndexError,
+            KeyError, TypeError) as err:
+        raise CheckpointError(f"Training state '{path}' is corrupted or incomplete ({err}). Resume from an "
+                              "intact copy, or start the run again.") from None
+    if isinstance(state, dict) and state.get("format") == STATE_FORMAT:
+        return state
+    if isinstance(state, dict) and "kwargs" in state and "state_dict" in state:
+        raise CheckpointError(f"'{path}' is a model checkpoint, not a training state: --resume needs the "
+                              "*_state.th file written next to it. To start a new run from these weights, "
+                              "use --ckpt instead.")
+    raise CheckpointError(f"'{path}' is not a tensorf_jt training state.")
+
+
+def resume_args(args: argparse.Namespace, explicit: set[str], saved: dict) -> argparse.Namespace:
+    """The saved run's flags, with the ones set explicitly now that may change (``MAY_CHANGE_ON_RESUME``).
+
+    Any other explicitly set flag must equal the saved value: a resumed run is the same run.
+    Flags newer than the state file keep their value from ``args``.
+    """
+    merged = argparse.Namespace(**{**vars(args), **{k: v for k, v in saved.items() if k in vars(args)}})
+    conflicts = []
+    for name in sorted(explicit & set(vars(args))):
+        value = getattr(args, name)
+        if name in MAY_CHANGE_ON_RESUME:
+            setattr(merged, name, value)
+        elif name in saved and saved[name] != value:
+            conflicts.append(f"{name} = {value!r} (the saved run has {saved[name]!r})")
+    if conflicts:
+        raise ConfigError("A resumed run must keep the settings it was started with; these differ: "
+                          + "; ".join(conflicts) + ". Drop them from the command line or config file, "
+                          "or start a new run without --resume.")
+    merged.resume = args.resume
+    return merged
+
+
+def optimizer_state(optimizer: jt.optim.Adam) -> dict:
+    """Adam's step count, and per group its learning rate and moment estimates (cloned Vars)."""
+    return {
+        "n_step": int(optimizer.n_step),
+        "groups": [{"lr": float(group["lr"]), "m": [m.clone() for m in group["m"]],
+                    "values": [v.clone() for v in group["values"]]} for group in optimizer.param_groups],
+    }
+
+
+def load_optimizer_state(optimizer: jt.optim.Adam, state: dict) -> None:
+    """Put ``optimizer_state`` output back into an Adam built over the same parameter groups."""
+    groups = optimizer.param_groups
+    if len(groups) != len(state["groups"]):
+        raise CheckpointError(f"The saved optimizer has {len(state['groups'])} parameter groups; "
+                              f"this model has {len(groups)}.")
+    for index, (group, saved) in enumerate(zip(groups, state["groups"])):
+        for key in ("m", "values"):
+            if len(saved[key]) != len(group[key]):
+                raise CheckpointError(f"Optimizer group {index} holds {len(group[key])} tensors; "
+                                      f"the saved one {len(saved[key])}.")
+            for target, value in zip(group[key], saved[key]):
+                value = value if isinstance(value, jt.Var) else jt.array(np.asarray(value))
+                if tuple(value.shape) != tuple(target.shape):
+                    raise CheckpointError(f"Optimizer group {index}: a saved moment has shape {tuple(value.shape)}, "
+                                          f"the parameter {tuple(target.shape)}.")
+                target.update(value.float32())
+        group["lr"] = float(saved["lr"])
+    optimizer.n_step = int(state["n_step"])
+
+
+def pack_ray_mask(keep: np.ndarray | None, n_rays: int) -> dict:
+    """Which of ``n_rays`` training rays are kept, as packed bits (None: all of them)."""
+    return {"n_rays": int(n_rays), "kept": None if keep is None else np.packbits(keep)}
+
+
+def unpack_ray_mask(packed: dict, n_rays: int) -> np.ndarray | None:
+    """Inverse of ``pack_ray_mask``; the dataset must have as many training rays as the saved one."""
+    if packed["n_rays"] != n_rays:
+        raise ConfigError(f"The saved run trained on {packed['n_rays']} rays; this dataset has {n_rays}. "
+                          "Resume with the same datadir, dataset_name and downsample_train.")
+    if packed["kept"] is None:
+        return None
+    return np.unpackbits(np.asarray(packed["kept"]), count=n_rays).astype(bool)
