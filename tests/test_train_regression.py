@@ -19,8 +19,8 @@ FULL_SCHEDULE = ["--n_iters", "300", "--N_voxel_init", "4096", "--N_voxel_final"
                  "--update_AlphaMask_list", "100", "--update_AlphaMask_list", "200", "--vis_every", "150"]
 # A shorter one on a fixed grid for comparing the kernel paths (the reference path is the slow
 # one): still a shrink and a ray filtering, no upsampling.
-SHORT_SCHEDULE = ["--n_iters", "120", "--N_voxel_init", "32768", "--N_voxel_final", "32768",
-                  "--update_AlphaMask_list", "60", "--update_AlphaMask_list", "90", "--vis_every", "1000"]
+SHORT_SCHEDULE = ["--n_iters", "90", "--N_voxel_init", "32768", "--N_voxel_final", "32768",
+                  "--update_AlphaMask_list", "45", "--update_AlphaMask_list", "70", "--vis_every", "1000"]
 
 
 def train_tiny(tmp_path, kernels: str, schedule: list[str] = FULL_SCHEDULE):
