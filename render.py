@@ -1,7 +1,5 @@
 """Render a checkpoint's test views with metrics: ``python render.py --ckpt log/NAME/NAME.th``."""
-import sys
-
-from tensorf_jt.cli.render import main
+from tensorf_jt.cli.render import entry_point
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry_point()

@@ -1,7 +1,5 @@
 """Train TensoRF: ``python train.py --config configs/lego.txt`` (no arguments: the demo scene)."""
-import sys
-
-from tensorf_jt.cli.train import main
+from tensorf_jt.cli.train import entry_point
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry_point()

@@ -34,7 +34,7 @@ from tensorf_jt.dataLoader import RayBatchDataset, load_split, prepare_dataset
 from tensorf_jt.errors import CheckpointError, ConfigError
 from tensorf_jt.evaluation import evaluate, evaluate_path
 from tensorf_jt.guards import (MAX_NONFINITE_IN_A_ROW, SNAPSHOT_EVERY_WITHOUT_SAVES, TrainingDiverged,
-                               nonfinite_parameters, raise_if_out_of_memory, stop_requests)
+                               explain_jittor_error, nonfinite_parameters, stop_requests)
 from tensorf_jt.losses import mse_to_psnr
 from tensorf_jt.models import MODELS, TensorBase
 from tensorf_jt.profiling import stage
@@ -462,7 +462,7 @@ class Trainer:
                         progress.n = self.iteration
                         progress.refresh()
         except (RuntimeError, MemoryError) as err:
-            raise_if_out_of_memory(err, args, f"training (iteration {self.iteration})")
+            explain_jittor_error(err, args, f"training (iteration {self.iteration})")
             raise
         progress.close()
         checkpoint = save_checkpoint(self.model, os.path.join(self.logfolder, f"{args.expname}.th"),
@@ -478,7 +478,7 @@ class Trainer:
             try:
                 self._render_results(result)
             except (RuntimeError, MemoryError) as err:
-                raise_if_out_of_memory(err, args, "rendering after training")
+                explain_jittor_error(err, args, "rendering after training")
                 raise
         self.train_log.close()
         return result

@@ -115,3 +115,23 @@ def test_inputs_that_end_up_empty_warn_or_give_empty_results():
     assert rays.shape == (8, 6) and rgbs.shape == (8, 3)
     rgb, depth = render_rays(model, np.zeros((0, 6), np.float32), chunk=4)
     assert rgb.shape == (0, 3) and depth.shape == (0,)
+
+
+def test_the_finiteness_check_compiles_no_operator(tmp_path):
+    """Jittor builds ``jt.isfinite`` through a Python hook that its parallel compiler calls from
+    several threads without the GIL (a segfault at every run's first check on a GPU). The check
+    must not need any compiled operator: with a compiler that always fails, it still works."""
+    failing = tmp_path / "failing_compiler.sh"
+    failing.write_text("#!/bin/sh\nexit 1\n")
+    failing.chmod(0o755)
+    model = tiny_model()
+    with jt.no_grad():
+        model.density_line[1].assign(jt.full(model.density_line[1].shape, float("inf")))
+    jt.sync_all(True)
+    flags = (jt.flags.cc_path, jt.flags.cc_flags)
+    try:
+        jt.flags.cc_flags = flags[1] + f" -DTENSORF_JT_TEST_NONCE={np.random.randint(1 << 30)} "
+        jt.flags.cc_path = str(failing)
+        assert nonfinite_parameters(model) == ["density_line.1"]
+    finally:
+        jt.flags.cc_path, jt.flags.cc_flags = flags

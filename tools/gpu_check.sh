@@ -1,83 +1,150 @@
 #!/usr/bin/env bash
-# CUDA check on a lent GPU machine (the `device` tool): Jittor installed offline from carried
-# packages, the fused kernels' CUDA sources built by Jittor, a smoke test comparing both
-# kernel paths on the GPU, then the demo scene trained on the GPU with each path at the speed
-# yardstick's settings (bench/yardstick.txt, the CPU benchmark's), with s/iter, PSNR and peak
-# GPU memory.
+# The CUDA check, on a GPU machine (the `device` tool), in one call of at most ~9 minutes:
 #
-# Prepare once on the development machine (the folder .whl/ is git-ignored and travels with
-# `carry: [".whl"]`; the GPU machine's Python is 3.12):
-#   python3 -m pip download --no-deps -d .whl jittor==1.3.11.0 jittor-offline==0.0.7 \
-#       configargparse astunparse
+#   1. installs Jittor from carried packages (adapted to CUDA 13 by tools/jittor_cuda13.sh) and
+#      the wheels the original TensoRF lacks there, and renders lego's scale of the built-in
+#      scene (800x800, 100 training + 4 test views, tools/make_scene.py, in 16 processes)
+#      while Jittor compiles its core (or restores the cache an earlier call returned);
+#   2. trains configs/lego.txt's model (batch 4096, 128^3 -> 300^3) for 1,500 iterations with the
+#      upsampling and alpha-mask schedule compressed tenfold (300^3 from iteration 701), with our
+#      fused kernels and then with the original PyTorch TensoRF, and prints one table
+#      (bench/train_speed.py): s/iter per grid phase, final-grid median, one-off compile time,
+#      peak GPU memory, test PSNR/SSIM; every run's log is kept as it goes;
+#   3. if ours does not train (or with `diagnose`): trains a few iterations with Jittor's
+#      default (parallel) op compiler under cuda-gdb / gdb, so that a crash leaves every
+#      thread's backtrace, then tools/gpu_bisect.py (serial compiles, full logs) finds the
+#      first operator kind that fails, and Jittor's compiled cache is packed for the next call.
+#
+# Prepare on the development machine (git-ignored folders that travel with the call,
+# `carry: [".whl", ".ref", ".jtcache"]`; the GPU machine's Python is 3.12):
+#   python3 -m pip download --no-deps -d .whl/jittor jittor==1.3.11.0 configargparse astunparse
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-#       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl numpy==1.26.4
-# Then run there:  bash tools/gpu_check.sh [ITERS]  (default: the config's 1500)   (logs and figures land in $OUT when it is set)
-set -euo pipefail
+#       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl/jittor numpy==1.26.4
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl/original \
+#       kornia kornia_rs plyfile configargparse
+#   mkdir -p .ref/TensoRF && git --git-dir=<a clone of apchenstu/TensoRF> archive HEAD | tar -x -C .ref/TensoRF
+#   (.jtcache/ holds the jtcache.tar.* parts an earlier call returned, if any)
+# Then there:  bash tools/gpu_check.sh [auto|check|diagnose]
+#   auto (default): steps 1-2, then 3 if ours did not train; check: never 3; diagnose: 1 and 3.
+# $OUT receives gpu_check.log, logs.tar.gz (every log), the results' JSON and, after a
+# diagnosis, jtcache.tar.* (Jittor's compiled cache).
+set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT="${OUT:-/tmp/gpu_check}"
-ITERS="${1:-}"
-mkdir -p "$OUT"
+MODE="${1:-auto}"
+OUT="${OUT:-/tmp/gpu_check_out}"
+LOGS=/tmp/gpu_check_logs
+WORK=/tmp/gpu_check_work
+# Knobs for a dry run of this script's flow on a machine without a GPU (with TENSORF_JT_CPU=1):
+PYTHON="${PYTHON:-python3}"                 # the Python that runs Jittor
+SKIP_INSTALL="${SKIP_INSTALL:-0}"           # 1: Jittor is already importable by $PYTHON
+ORIGINAL_PYTHON="${ORIGINAL_PYTHON:-}"      # a Python with torch for the original (default: the machine's)
+SCENE_SIZE="${SCENE_SIZE:-800}"
+SUPERSAMPLING="${SUPERSAMPLING:-1}"         # anti-aliasing rays per pixel and axis (2: 4x the render time)
+PROFILE_STEPS="${PROFILE_STEPS:-10}"        # extra steps timed per stage after training (0: none)
+DEADLINE="${DEADLINE:-560}"                 # seconds after the start by which everything must end
+mkdir -p "$OUT" "$LOGS" "$WORK"
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
+started=$(date +%s)
+stamp() { echo "[$(date +%T) +$(( $(date +%s) - started ))s] $*"; }
+left() { local s=$(( DEADLINE - ($(date +%s) - started) )); echo $(( s > 1 ? s : 1 )); }
+# Lego's schedule compressed tenfold: upsampling at 200..700 (300^3 from 701), masks at 200, 400.
+SCHEDULE=(--n_iters "${ITERS:-1500}" --upsamp_list 200 --upsamp_list 300 --upsamp_list 400 --upsamp_list 550
+          --upsamp_list 700 --update_AlphaMask_list 200 --update_AlphaMask_list 400)
+SCENE="$WORK/scene_$SCENE_SIZE"
 
-stamp() { echo "[$(date +%T)] $*"; }
-stamp "installing carried packages"
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --upgrade --target /tmp/site .whl/*
-export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
+pack() {  # every log into one archive; with "cache" also Jittor's cache, in parts under 15 MiB
+  cp "$OUT/gpu_check.log" "$LOGS/" 2>/dev/null
+  { cat /proc/meminfo; ulimit -a; dmesg 2>&1 | tail -n 60; } > "$LOGS/machine_at_end.txt" 2>&1
+  tar -czf "$OUT/logs.tar.gz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")"
+  if [ "${1:-}" = cache ]; then
+    local compress=(gzip -6) suffix=gz size
+    if command -v zstd >/dev/null; then compress=(zstd -T0 -10 -q); suffix=zst
+    elif command -v xz >/dev/null; then compress=(xz -T0 -6); suffix=xz; fi
+    tar -C "$HOME/.cache" -cf - jittor/jt1.3.11 | "${compress[@]}" | split -b 15m -d -a 1 - "$OUT/jtcache.tar.$suffix."
+    size=$(cat "$OUT"/jtcache.tar.* | wc -c)
+    stamp "Jittor's cache: $(( size / 1048576 )) MiB in $(ls "$OUT"/jtcache.tar.* | wc -l) parts"
+    if [ "$size" -gt $(( 58 * 1048576 )) ]; then rm -f "$OUT"/jtcache.tar.*; stamp "too large to return"; fi
+  fi
+}
+
+SYSTEM_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
+SITE=""
+if [ "$SKIP_INSTALL" != 1 ]; then
+  stamp "installing carried packages"
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --upgrade \
+      --target /tmp/site .whl/jittor/* || { stamp "installing Jittor failed"; pack; exit 1; }
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site_ref \
+      .whl/original/* || stamp "installing the original's wheels failed"
+  SITE=/tmp/site
+fi
 # Nothing may be downloaded, and TensoRF needs none of cutt, nccl, cutlass, MPI or cuDNN
 # (conv_opt=1 makes Jittor set up only cuBLAS and cuRAND).
-export use_cutlass=0 use_nccl=0 use_cutt=0 use_mpi=0 conv_opt=1
-
-nvcc_major="$(nvcc --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')"
-if [ "${nvcc_major:-0}" -ge 13 ]; then
+export use_cutlass=0 use_nccl=0 use_cutt=0 use_mpi=0 conv_opt=1 PYTHONUNBUFFERED=1
+nvcc_major="$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\..*/\1/p')"
+if [ -n "$SITE" ] && [ "${nvcc_major:-0}" -ge 13 ]; then
   stamp "CUDA $nvcc_major: adapting Jittor 1.3.11 (tools/jittor_cuda13.sh)"
-  eval "$(bash tools/jittor_cuda13.sh /tmp/site /tmp/jtnv)"
+  eval "$(bash tools/jittor_cuda13.sh "$SITE" /tmp/jtnv)"
+  ls -l /tmp/jtnv/lib64 > "$LOGS/shim_libraries.txt"
+fi
+export PYTHONPATH="${SITE:+$SITE:}$PWD"
+if [ -z "$ORIGINAL_PYTHON" ]; then  # the machine's own Python, with its own CUDA libraries
+  ORIGINAL_PYTHON="$WORK/original_python"
+  printf '#!/usr/bin/env bash\nexport LD_LIBRARY_PATH="%s" PYTHONPATH=/tmp/site_ref\nexec python3 "$@"\n' \
+      "$SYSTEM_LD_LIBRARY_PATH" > "$ORIGINAL_PYTHON"
+  chmod +x "$ORIGINAL_PYTHON"
 fi
 
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+parts=(.jtcache/jtcache.tar.*)
+if [ -e "${parts[0]}" ]; then
+  case "${parts[0]}" in *.zst.*) decompress=(zstd -d -q) ;; *.xz.*) decompress=(xz -d) ;; *) decompress=(gzip -d) ;; esac
+  mkdir -p "$HOME/.cache" && cat "${parts[@]}" | "${decompress[@]}" | tar -x -C "$HOME/.cache" \
+    && stamp "restored Jittor's cache from an earlier call"
+fi
 
-stamp "first import: Jittor compiles its core with nvcc"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$LOGS/gpu.txt" 2>&1; cat "$LOGS/gpu.txt"
+if [ "$MODE" != diagnose ]; then
+  stamp "rendering the ${SCENE_SIZE}x$SCENE_SIZE scene in the background"
+  "$PYTHON" tools/make_scene.py "$SCENE" --size "$SCENE_SIZE" --n_train 100 --n_val 0 --n_test 4 \
+      --supersampling "$SUPERSAMPLING" --workers 16 > "$LOGS/scene.log" 2>&1 &
+  scene_job=$!
+fi
+
+stamp "first import: Jittor compiles its core"
 ready=0
 for attempt in 1 2 3; do  # a fresh cache makes Jittor ask for a rerun once
-  if TENSORF_JT_VERBOSE=1 python3 -c "import tensorf_jt, jittor; jittor.array([1.0]).sync(); print('JITTOR_READY', jittor.flags.use_cuda)" \
-      > "$OUT/import_$attempt.log" 2>&1 && grep -q "JITTOR_READY 1" "$OUT/import_$attempt.log"; then
+  if TENSORF_JT_VERBOSE=1 "$PYTHON" -c "import tensorf_jt, jittor; jittor.array([1.0]).sync(); print('JITTOR_READY', jittor.flags.use_cuda)" \
+      > "$LOGS/import_$attempt.log" 2>&1 && grep -q "JITTOR_READY" "$LOGS/import_$attempt.log"; then
     ready=1; break
   fi
-  tail -n 30 "$OUT/import_$attempt.log"
+  tail -n 20 "$LOGS/import_$attempt.log"
 done
-[ $ready = 1 ] || { stamp "Jittor did not start on CUDA"; exit 1; }
-stamp "Jittor runs on CUDA"
+[ $ready = 1 ] || { stamp "Jittor did not start"; pack; exit 1; }
+stamp "Jittor is ready: $(grep JITTOR_READY "$LOGS/import_$attempt.log") (1: on CUDA)"
 
-stamp "smoke test: both kernel paths on the GPU"
-python3 - <<'PY' | tee "$OUT/cuda_smoke.txt"
-import sys
-import numpy as np
-import tensorf_jt  # noqa: F401
-import jittor as jt
-from tensorf_jt.kernels import use_kernels
-sys.path.insert(0, "tests")
-from model_factory import rays_towards_box, tiny_model
+diagnose() {  # why training fails: the crash under a debugger, then one operator kind at a time
+  stamp "a few training iterations with Jittor's default (parallel) op compiler, under a debugger ($(left) s left)"
+  timeout "$(( $(left) > 240 ? 200 : $(left) / 2 ))" "$PYTHON" tools/gpu_bisect.py --only trainer_fused --parallel \
+      --under-debugger --probe-timeout 180 --out "$LOGS/reproduce"
+  stamp "bisect: one operator kind at a time, serial compiles, full logs ($(left) s left)"
+  timeout "$(( $(left) > 60 ? $(left) - 40 : 20 ))" "$PYTHON" tools/gpu_bisect.py --probe-timeout 150 \
+      --budget "$(( $(left) > 120 ? $(left) - 100 : 20 ))" --debugger --out "$LOGS/bisect"
+  pack cache
+}
 
-assert jt.flags.use_cuda == 1, "tensorf_jt did not switch Jittor to CUDA"
-model = tiny_model(grid=(14, 13, 12), density_shift=-2.0)
-model.shrink(model.updateAlphaMask((14, 13, 12)))
-rays = jt.array(rays_towards_box(256, seed=8))
-rgb = {}
-for name in ("fused", "reference"):
-    with use_kernels(name):
-        out, _ = model(rays, white_bg=True, is_train=False)
-        rgb[name] = out.numpy()
-print("use_cuda", jt.flags.use_cuda, "max |rgb fused - reference|",
-      float(np.abs(rgb["fused"] - rgb["reference"]).max()))
-PY
-
-for path in fused reference; do
-  stamp "training the yardstick on the GPU, --kernels $path"
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$OUT/gpu_memory_$path.csv" &
-  monitor=$!
-  python3 bench/train_speed.py --config bench/yardstick.txt --kernels "$path" --profile_steps 10 \
-      ${ITERS:+--iters "$ITERS"} | tee "$OUT/demo_$path.txt"
-  kill "$monitor" 2>/dev/null || true
-  cp bench/out/train_speed.json "$OUT/demo_$path.json"
-  stamp "peak GPU memory, $path (MiB, whole device): $(sort -n "$OUT/gpu_memory_$path.csv" | tail -n 1)"
-done
+if [ "$MODE" = diagnose ]; then
+  diagnose
+else
+  [ -n "${scene_job:-}" ] && { wait "$scene_job"; cat "$LOGS/scene.log"; }
+  stamp "lego's model at lego's scale: tensorf_jt (fused kernels), then the original PyTorch TensoRF ($(left) s left)"
+  timeout "$(left)" "$PYTHON" bench/train_speed.py --config configs/lego.txt --datadir "$SCENE" --kernels fused \
+      --profile_steps "$PROFILE_STEPS" --original .ref/TensoRF --original_python "$ORIGINAL_PYTHON" --stop_on_failure \
+      --out "$OUT/train_speed.json" --logs "$LOGS/train_speed" -- "${SCHEDULE[@]}" 2>&1 | tee "$LOGS/train_speed.log"
+  pkill -f "train_speed.py --worker"; pkill -f original_tensorf.py  # whatever the deadline cut short
+  if [ "$MODE" = auto ] && ! grep -q '"tensorf_jt' "$OUT/train_speed.json" 2>/dev/null; then
+    diagnose  # ours did not train
+  else
+    pack
+  fi
+fi
 stamp "done"

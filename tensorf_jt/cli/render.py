@@ -12,7 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from tensorf_jt.cli import run_cli
+from tensorf_jt.cli import exit_process, run_cli
 from tensorf_jt.config import parse_args_and_sources
 from tensorf_jt.errors import ConfigError
 
@@ -96,8 +96,8 @@ def _main(argv: list[str]) -> int:
     args, explicit = parse_args_and_sources(argv)
     if not (args.render_train or args.render_path or args.export_mesh):
         args.render_test = 1
-    from tensorf_jt.guards import out_of_memory_hint
-    with out_of_memory_hint(args, "rendering"):
+    from tensorf_jt.guards import jittor_error_hints
+    with jittor_error_hints(args, "rendering"):
         render_checkpoint(args, explicit)
     return 0
 
@@ -106,5 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     return run_cli(lambda: _main(sys.argv[1:] if argv is None else list(argv)))
 
 
+def entry_point() -> None:
+    """The ``tensorf-render`` command: ``main``, then leave the process (at once after a failure)."""
+    exit_process(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry_point()

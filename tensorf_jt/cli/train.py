@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import sys
 
-from tensorf_jt.cli import run_cli
+from tensorf_jt.cli import exit_process, run_cli
 from tensorf_jt.config import DEMO_CONFIG, parse_args_and_sources
 from tensorf_jt.errors import ConfigError
 
@@ -30,12 +30,14 @@ def _main(argv: list[str]) -> int:
                           "or --render_path 1.")
     if args.render_only or args.export_mesh:
         from tensorf_jt.cli.render import render_checkpoint
-        from tensorf_jt.guards import out_of_memory_hint
-        with out_of_memory_hint(args, "rendering"):
+        from tensorf_jt.guards import jittor_error_hints
+        with jittor_error_hints(args, "rendering"):
             render_checkpoint(args, explicit, render=bool(args.render_only))
         return 0
+    from tensorf_jt.guards import jittor_error_hints
     from tensorf_jt.trainer import train
-    result = train(args, explicit)
+    with jittor_error_hints(args, "preparing training"):  # the trainer names the iteration once it runs
+        result = train(args, explicit)
     if result.stopped_by_signal is not None:
         print(f"{signal.Signals(result.stopped_by_signal).name}: training stopped after {result.iterations} "
               f"iterations. Saved the training state '{result.state}' and the model '{result.checkpoint}'.\n"
@@ -57,5 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     return run_cli(lambda: _main(sys.argv[1:] if argv is None else list(argv)))
 
 
+def entry_point() -> None:
+    """The ``tensorf-train`` command: ``main``, then leave the process (at once after a failure)."""
+    exit_process(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry_point()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import imageio.v3 as iio
@@ -274,30 +275,41 @@ def is_generated(root: str, spec: DemoSceneSpec) -> bool:
     return _spec_on_disk(root) == _expected_spec(spec)
 
 
-def generate(root: str, spec: DemoSceneSpec = DemoSceneSpec()) -> str:
+def _write_view(root: str, spec: DemoSceneSpec, split: str, index: int, c2w: np.ndarray) -> dict:
+    """Render one view into ``root/split/`` and return its transforms-file frame."""
+    rgba, depth = render_view(spec, c2w)
+    name = f"r_{index}"
+    iio.imwrite(os.path.join(root, split, name + ".png"), np.round(rgba * 255).astype(np.uint8))
+    frame = {"file_path": f"./{split}/{name}", "rotation": 0.0, "transform_matrix": c2w.tolist()}
+    if split == "test":
+        np.save(os.path.join(root, split, name + "_depth.npy"), depth.astype(np.float32))
+        frame["depth_path"] = f"./{split}/{name}_depth.npy"
+    return frame
+
+
+def generate(root: str, spec: DemoSceneSpec = DemoSceneSpec(), workers: int = 1) -> str:
     """Render the scene into ``root`` (blender layout); returns ``root``.
 
-    The spec file is written last, so an interrupted run is detected and redone.
+    ``workers`` > 1 renders views in that many processes (the output is the same). The spec
+    file is written last, so an interrupted run is detected and redone.
     """
     os.makedirs(root, exist_ok=True)
     spec_path = os.path.join(root, SPEC_FILE)
     if os.path.exists(spec_path):
         os.remove(spec_path)
+    jobs = []
     for split, positions in camera_positions(spec).items():
         os.makedirs(os.path.join(root, split), exist_ok=True)
-        frames = []
-        for index, position in enumerate(positions):
-            c2w = look_at_origin(position)
-            rgba, depth = render_view(spec, c2w)
-            name = f"r_{index}"
-            iio.imwrite(os.path.join(root, split, name + ".png"), np.round(rgba * 255).astype(np.uint8))
-            frame = {"file_path": f"./{split}/{name}", "rotation": 0.0, "transform_matrix": c2w.tolist()}
-            if split == "test":
-                np.save(os.path.join(root, split, name + "_depth.npy"), depth.astype(np.float32))
-                frame["depth_path"] = f"./{split}/{name}_depth.npy"
-            frames.append(frame)
+        jobs += [(root, spec, split, index, look_at_origin(position)) for index, position in enumerate(positions)]
+    if workers > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            frames = list(pool.map(_write_view, *zip(*jobs)))
+    else:
+        frames = [_write_view(*job) for job in jobs]
+    for split in camera_positions(spec):
+        split_frames = [frame for job, frame in zip(jobs, frames) if job[2] == split]
         with open(os.path.join(root, f"transforms_{split}.json"), "w", encoding="utf-8") as handle:
-            json.dump({"camera_angle_x": spec.camera_angle_x, "frames": frames}, handle, indent=2)
+            json.dump({"camera_angle_x": spec.camera_angle_x, "frames": split_frames}, handle, indent=2)
     with open(spec_path, "w", encoding="utf-8") as handle:
         json.dump(_expected_spec(spec), handle, indent=2)
     return root
