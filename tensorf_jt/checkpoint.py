@@ -21,6 +21,7 @@ import jittor as jt
 
 from tensorf_jt.alpha_grid import AlphaGridMask
 from tensorf_jt.errors import CheckpointError
+from tensorf_jt.file_modes import share_like_open
 from tensorf_jt.models import MODELS, TensorBase
 from tensorf_jt.reference_checkpoint import from_reference
 from tensorf_jt.torch_format import is_torch_checkpoint, load_torch_checkpoint
@@ -48,7 +49,9 @@ def save_atomically(obj: object, path: str) -> str:
     fsync, rename.
 
     A file already at ``path`` stays intact until the new one is complete, so an interrupted
-    write (a crash, a full disk) never leaves a truncated checkpoint behind.
+    write (a crash, a full disk) never leaves a truncated checkpoint behind. The file gets the
+    permissions a plain ``open`` would give it (``file_modes.replacement_mode``), not
+    ``mkstemp``'s private 0600.
     """
     folder = os.path.dirname(os.path.abspath(path))
     try:
@@ -58,6 +61,7 @@ def save_atomically(obj: object, path: str) -> str:
         raise CheckpointError(f"Cannot write '{path}' ({err.strerror}); choose a writable --basedir.") from None
     os.close(handle)
     try:
+        share_like_open(temporary, path)
         jt.save(obj, temporary)
         with open(temporary, "rb") as written:
             os.fsync(written.fileno())

@@ -2,13 +2,24 @@
 
 Output layout is the reference's, so scripts written for it keep working: for a folder
 ``out`` and prefix ``p``, ``out/p{idx:03d}.png`` (RGB), ``out/rgbd/p{idx:03d}.png`` (RGB next
-to the colour-mapped depth) and ``out/pmean.txt`` (mean PSNR, then mean SSIM). Ours adds
-``out/pmetrics.json`` with per-view figures, and mean absolute depth error where the dataset
-has ground-truth depth (the demo scene does).
+to the colour-mapped depth), ``out/pmean.txt`` (mean PSNR, then mean SSIM), and the rendered
+views as videos, ``out/pvideo.mp4`` (RGB) and ``out/pdepthvideo.mp4`` (colour-mapped depth),
+30 fps, one frame per view. Ours adds ``out/pmetrics.json`` with per-view figures, and mean
+absolute depth error where the dataset has ground-truth depth (the demo scene does).
 
 A camera path (``evaluate_path``) has no ground truth: ``out/{idx:03d}.png``,
-``out/rgbd/{idx:03d}.png``, and the frames as ``out/video.mp4`` and ``out/depthvideo.mp4``
-(animated GIFs where ffmpeg is missing), as the reference writes them.
+``out/rgbd/{idx:03d}.png``, and the frames as ``out/video.mp4`` and ``out/depthvideo.mp4``.
+
+Videos are H.264 through the ``imageio-ffmpeg`` package's ffmpeg (``tensorf_jt.video``;
+imageio quality 10 for views as the reference's ``evaluation``, 8 for the path as its
+``evaluation_path``); without ffmpeg they are animated GIFs (``video.gif``, ...) and a note
+says so once per call.
+
+PNGs and video frames are rounded to 8 bits (``round(rgb * 255)``); the reference truncates
+(``(rgb * 255).astype(uint8)``), so its images are on average half a level darker. PSNR and
+SSIM here are computed on the float renders, as the reference computes them; figures
+recomputed from the saved PNGs (e.g. by the reference's ``extra/compute_metrics.py``) differ
+slightly between the two.
 """
 from __future__ import annotations
 
@@ -42,6 +53,17 @@ def render_rays(model: TensorBase, rays: np.ndarray, chunk: int = 4096, N_sample
     return np.concatenate(rgbs), np.concatenate(depths)
 
 
+def write_videos(save_dir: str, prefix: str, rgb_frames: list, depth_frames: list, what: str,
+                 quality: float) -> tuple[str, str]:
+    """Write ``{prefix}video`` and ``{prefix}depthvideo`` (uint8 frames [H, W, 3] each) into
+    ``save_dir``: MP4 through ffmpeg, GIF without it, after a note. Returns both paths."""
+    use_ffmpeg = ffmpeg_available()
+    if not use_ffmpeg:
+        print(f"note: no ffmpeg found (pip install imageio-ffmpeg); writing the {what} as animated GIFs.")
+    return (write_video(os.path.join(save_dir, f"{prefix}video"), np.stack(rgb_frames), use_ffmpeg, quality),
+            write_video(os.path.join(save_dir, f"{prefix}depthvideo"), np.stack(depth_frames), use_ffmpeg, quality))
+
+
 def evaluate(dataset, model: TensorBase, save_dir: str, N_vis: int = -1, prefix: str = "",
              N_samples: int = -1, white_bg: bool = True, compute_extra_metrics: bool = True,
              chunk: int = 4096, show_progress: bool = True, ndc_ray: bool = False) -> dict:
@@ -49,20 +71,21 @@ def evaluate(dataset, model: TensorBase, save_dir: str, N_vis: int = -1, prefix:
 
     ``N_vis`` > 0 renders every (len // N_vis)-th view only, as the reference does for its
     periodic checks. Returns {'views': [per-view dicts], 'psnr': mean, and 'ssim' /
-    'depth_abs_error' means when computed}.
+    'depth_abs_error' means when computed} (what ``{prefix}metrics.json`` holds), plus the
+    paths of the two videos as 'video' and 'depth_video' when there was a view to render.
     """
     os.makedirs(os.path.join(save_dir, "rgbd"), exist_ok=True)
     width, height = dataset.img_wh
-    n_views = dataset.all_rays.shape[0]
+    n_views = dataset.n_views
     stride = 1 if N_vis < 0 else max(n_views // max(N_vis, 1), 1)
     view_ids = list(range(0, n_views, stride))
     has_depth = getattr(dataset, "all_depths", None) is not None
-    views = []
+    views, rgb_frames, depth_frames = [], [], []
     for idx, view in enumerate(tqdm(view_ids, desc="rendering", leave=False, disable=not show_progress)):
-        rgb, depth = render_rays(model, dataset.all_rays[view], chunk, N_samples, white_bg, ndc_ray=ndc_ray)
+        rgb, depth = render_rays(model, dataset.view_rays(view), chunk, N_samples, white_bg, ndc_ray=ndc_ray)
         rgb = np.clip(rgb.reshape(height, width, 3), 0.0, 1.0)
         depth = depth.reshape(height, width)
-        gt_rgb = dataset.all_rgbs[view].reshape(height, width, 3)
+        gt_rgb = dataset.view_rgbs(view).reshape(height, width, 3)
         record = {"view": int(view), "psnr": psnr(rgb, gt_rgb)}
         if compute_extra_metrics:
             record["ssim"] = ssim(rgb, gt_rgb)
@@ -74,6 +97,8 @@ def evaluate(dataset, model: TensorBase, save_dir: str, N_vis: int = -1, prefix:
         iio.imwrite(os.path.join(save_dir, f"{prefix}{idx:03d}.png"), rgb8)
         depth_rgb = depth_to_rgb(depth, dataset.near_far)
         iio.imwrite(os.path.join(save_dir, "rgbd", f"{prefix}{idx:03d}.png"), np.concatenate([rgb8, depth_rgb], axis=1))
+        rgb_frames.append(rgb8)
+        depth_frames.append(depth_rgb)
 
     summary = {"views": views}
     for key in ("psnr", "ssim", "depth_abs_error"):
@@ -84,6 +109,8 @@ def evaluate(dataset, model: TensorBase, save_dir: str, N_vis: int = -1, prefix:
         np.savetxt(os.path.join(save_dir, f"{prefix}mean.txt"), np.asarray(means))
         with open(os.path.join(save_dir, f"{prefix}metrics.json"), "w", encoding="utf-8") as handle:
             json.dump(summary, handle, indent=2)
+        summary["video"], summary["depth_video"] = write_videos(save_dir, prefix, rgb_frames, depth_frames,
+                                                                "videos", quality=10)
     return summary
 
 
@@ -110,11 +137,5 @@ def evaluate_path(dataset, model: TensorBase, save_dir: str, N_samples: int = -1
         rgb_frames.append(rgb8)
         depth_frames.append(depth_rgb)
 
-    use_ffmpeg = ffmpeg_available()
-    if not use_ffmpeg:
-        print("note: no ffmpeg found (pip install imageio-ffmpeg); writing the path videos as animated GIFs.")
-    return {
-        "frames": len(rgb_frames),
-        "video": write_video(os.path.join(save_dir, "video"), np.stack(rgb_frames), use_ffmpeg),
-        "depth_video": write_video(os.path.join(save_dir, "depthvideo"), np.stack(depth_frames), use_ffmpeg),
-    }
+    video, depth_video = write_videos(save_dir, "", rgb_frames, depth_frames, "path videos", quality=8)
+    return {"frames": len(rgb_frames), "video": video, "depth_video": depth_video}

@@ -32,6 +32,19 @@ def get_ray_directions(height: int, width: int, focal, center=None) -> np.ndarra
     return np.stack([(i - cx) / fx, (j - cy) / fy, np.ones_like(i)], axis=-1)
 
 
+def rotate_directions(directions: np.ndarray, c2w: np.ndarray) -> np.ndarray:
+    """Camera-frame directions [M, 3] rotated into the world by ``c2w`` ([3 or 4, 4], or one per
+    direction [M, 3 or 4, 4]), float64.
+
+    Written as three scaled columns summed left to right rather than a matrix product: the
+    same numbers come out for one view's pixels at once, for a batch mixing many views, and for
+    any subset, which a BLAS product (blocking, fused multiply-adds) does not promise.
+    """
+    rotation = np.asarray(c2w, dtype=np.float64)[..., :3, :3]
+    d = np.asarray(directions, dtype=np.float64)
+    return d[:, 0:1] * rotation[..., :, 0] + d[:, 1:2] * rotation[..., :, 1] + d[:, 2:3] * rotation[..., :, 2]
+
+
 def get_rays(directions: np.ndarray, c2w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """World-space rays for every pixel: origins and directions, each [H*W, 3] float64.
 
@@ -39,7 +52,7 @@ def get_rays(directions: np.ndarray, c2w: np.ndarray) -> tuple[np.ndarray, np.nd
     camera-to-world matrix. Directions are rotated, not renormalised.
     """
     c2w = np.asarray(c2w, dtype=np.float64)
-    rays_d = directions.reshape(-1, 3) @ c2w[:3, :3].T
+    rays_d = rotate_directions(directions.reshape(-1, 3), c2w)
     rays_o = np.broadcast_to(c2w[:3, 3], rays_d.shape).copy()
     return rays_o, rays_d
 
@@ -95,9 +108,3 @@ def ndc_rays_blender(height: int, width: int, focal: float, near: float, rays_o:
                       -b * (rays_d[..., 1] / rays_d[..., 2] - oy_oz),
                       -2.0 * near / rays_o[..., 2]], axis=-1)
     return ndc_o, ndc_d
-
-
-def rays_from_directions(directions: np.ndarray, c2w: np.ndarray) -> np.ndarray:
-    """Rays [H*W, 6] float32 (origin, direction) for camera-frame ``directions`` [H, W, 3] and ``c2w``."""
-    rays_o, rays_d = get_rays(directions, c2w)
-    return np.concatenate([rays_o, rays_d], axis=1).astype(np.float32)

@@ -5,8 +5,9 @@ dict with ``format`` = ``STATE_FORMAT`` and:
 
 - ``iteration``: iterations completed (the next one to run);
 - ``model``: the model checkpoint dict (``checkpoint.checkpoint_dict``, the ``expname.th`` layout);
-- ``optimizer``: Adam's step count and, per parameter group, its learning rate and both moment
-  estimates (``m`` and Jittor's ``values``) as Vars;
+- ``optimizer``: Adam's step count (``n_step``) and, per parameter group, its learning rate,
+  both moment estimates (``m`` and Jittor's ``values``) as Vars and the per-parameter step
+  counts (``steps``, int32 Var; a state without them still loads, see ``load_optimizer_state``);
 - ``schedule``: grid size (``reso_cur``, ``reso_mask``), samples per ray, the loss weights
   that change as training goes (L1 after the first mask update, TV decaying every step), and
   the learning-rate scale left by the NaN guard;
@@ -30,6 +31,7 @@ import numpy as np
 import jittor as jt
 
 from tensorf_jt.errors import CheckpointError, ConfigError
+from tensorf_jt.optimizer import TorchAdam
 
 STATE_FORMAT = "tensorf_jt-state/1"
 
@@ -96,17 +98,28 @@ def resume_args(args: argparse.Namespace, explicit: set[str], saved: dict) -> ar
     return merged
 
 
-def optimizer_state(optimizer: jt.optim.Adam) -> dict:
-    """Adam's step count, and per group its learning rate and moment estimates (cloned Vars)."""
+def optimizer_state(optimizer: TorchAdam) -> dict:
+    """Adam's step counts, and per group its learning rate and moment estimates (cloned Vars).
+
+    ``steps`` are the per-parameter counts (``TorchAdam``); ``n_step`` is Jittor's count of
+    optimizer steps, which a state written before per-parameter counts holds alone.
+    """
     return {
         "n_step": int(optimizer.n_step),
         "groups": [{"lr": float(group["lr"]), "m": [m.clone() for m in group["m"]],
-                    "values": [v.clone() for v in group["values"]]} for group in optimizer.param_groups],
+                    "values": [v.clone() for v in group["values"]], "steps": group["steps"].clone()}
+                   for group in optimizer.param_groups],
     }
 
 
-def load_optimizer_state(optimizer: jt.optim.Adam, state: dict) -> None:
-    """Put ``optimizer_state`` output back into an Adam built over the same parameter groups."""
+def load_optimizer_state(optimizer: TorchAdam, state: dict) -> None:
+    """Put ``optimizer_state`` output back into a ``TorchAdam`` built over the same parameter groups.
+
+    A state without per-parameter counts (written by Jittor's Adam, which counted only the
+    optimizer's steps) gives each parameter ``n_step``, or 0 where both its moments are zero
+    everywhere: such a parameter has never had a gradient, and torch's Adam would not have
+    counted a step for it.
+    """
     groups = optimizer.param_groups
     if len(groups) != len(state["groups"]):
         raise CheckpointError(f"The saved optimizer has {len(state['groups'])} parameter groups; "
@@ -122,8 +135,21 @@ def load_optimizer_state(optimizer: jt.optim.Adam, state: dict) -> None:
                     raise CheckpointError(f"Optimizer group {index}: a saved moment has shape {tuple(value.shape)}, "
                                           f"the parameter {tuple(target.shape)}.")
                 target.update(value.float32())
+        if "steps" in saved:
+            steps = np.asarray(saved["steps"].numpy() if isinstance(saved["steps"], jt.Var) else saved["steps"])
+        else:
+            steps = np.array([int(state["n_step"]) if _nonzero(m) or _nonzero(v) else 0
+                              for m, v in zip(saved["m"], saved["values"])])
+        if steps.shape != (len(group["params"]),):
+            raise CheckpointError(f"Optimizer group {index}: {steps.size} saved step counts for "
+                                  f"{len(group['params'])} parameters.")
+        group["steps"].update(jt.array(steps.astype(np.int32)))
         group["lr"] = float(saved["lr"])
     optimizer.n_step = int(state["n_step"])
+
+
+def _nonzero(value) -> bool:
+    return bool(np.any((value.numpy() if isinstance(value, jt.Var) else np.asarray(value)) != 0))
 
 
 def pack_ray_mask(keep: np.ndarray | None, n_rays: int) -> dict:

@@ -52,8 +52,8 @@ def sample_along_rays(
     z_vals = t_start.unsqueeze(1) + (step_size * steps).stop_fuse()
     offsets = (rays_d.unsqueeze(1) * z_vals.unsqueeze(2)).stop_fuse()
     xyz = rays_o.unsqueeze(1) + offsets
-    inside = ((xyz >= aabb[0]) & (xyz <= aabb[1])).all(-1)
-    return xyz, z_vals, inside
+    outside = ((xyz < aabb[0]) | (xyz > aabb[1])).any(-1)
+    return xyz, z_vals, jt.logical_not(outside)  # the reference's ~mask_outbbox
 
 
 def sample_distances(z_vals: jt.Var) -> jt.Var:
@@ -84,5 +84,5 @@ def sample_along_rays_ndc(
     z_vals = z_vals.broadcast((rays_o.shape[0], n_samples))
     offsets = (rays_d.unsqueeze(1) * z_vals.unsqueeze(2)).stop_fuse()
     xyz = rays_o.unsqueeze(1) + offsets
-    inside = ((xyz >= aabb[0]) & (xyz <= aabb[1])).all(-1)
-    return xyz, z_vals, inside
+    outside = ((xyz < aabb[0]) | (xyz > aabb[1])).any(-1)
+    return xyz, z_vals, jt.logical_not(outside)  # the reference's ~mask_outbbox

@@ -36,6 +36,7 @@ import numpy as np
 import jittor as jt
 
 from tensorf_jt.errors import CheckpointError
+from tensorf_jt.file_modes import share_like_open
 
 ZIP_MAGIC = b"PK\x03\x04"
 # The first bytes of a checkpoint written by torch < 1.6 (a pickled magic number).
@@ -381,13 +382,15 @@ def save_torch_checkpoint(obj, path: str) -> None:
 
     ``obj`` may hold dicts, OrderedDicts, lists, tuples, str, int, float, bool, None, bytes,
     ``jt.Var`` (written as CPU tensors) and numeric numpy arrays (written as numpy arrays).
-    The file appears complete or not at all: it is written next to ``path`` and renamed.
+    The file appears complete or not at all: it is written next to ``path`` and renamed, with
+    the permissions a plain ``open`` would give it (``file_modes.replacement_mode``).
     """
     pickler = _Pickler()
     data = pickler.dumps(obj)
     handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".th", dir=os.path.dirname(os.path.abspath(path)))
     os.close(handle)
     try:
+        share_like_open(temporary, path)
         with zipfile.ZipFile(temporary, "w", compression=zipfile.ZIP_STORED) as archive:
             _aligned_entry(archive, f"{_ARCHIVE_NAME}/data.pkl", data)
             _aligned_entry(archive, f"{_ARCHIVE_NAME}/.format_version", b"1")

@@ -37,6 +37,7 @@ from tensorf_jt.guards import (MAX_NONFINITE_IN_A_ROW, SNAPSHOT_EVERY_WITHOUT_SA
                                explain_jittor_error, nonfinite_parameters, stop_requests)
 from tensorf_jt.losses import mse_to_psnr
 from tensorf_jt.models import MODELS, TensorBase
+from tensorf_jt.optimizer import TorchAdam
 from tensorf_jt.profiling import stage
 from tensorf_jt.resume import (STATE_FORMAT, find_latest_state, load_optimizer_state, optimizer_state,
                                pack_ray_mask, read_state, resume_args, state_path, unpack_ray_mask)
@@ -74,11 +75,13 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def make_optimizer(model: TensorBase, lr_grid: float, lr_network: float) -> jt.optim.Adam:
-    """Adam with the reference's betas; Jittor's Adam needs a default lr even with per-group lrs.
-    Groups without parameters (the SH and RGB shaders have none) are left out."""
+def make_optimizer(model: TensorBase, lr_grid: float, lr_network: float) -> TorchAdam:
+    """Adam with the reference's betas, stepping as torch's does (per-parameter step counts, no
+    step without a gradient: ``tensorf_jt.optimizer``); Jittor's optimizers need a default lr
+    even with per-group lrs. Groups without parameters (the SH and RGB shaders have none) are
+    left out."""
     groups = [group for group in model.get_optparam_groups(lr_grid, lr_network) if list(group["params"])]
-    return jt.optim.Adam(groups, lr=lr_grid, betas=(0.9, 0.99))
+    return TorchAdam(groups, lr=lr_grid, betas=(0.9, 0.99))
 
 
 @dataclass
@@ -193,30 +196,23 @@ class Trainer:
 
     def _set_training_rays(self, keep: np.ndarray | None) -> None:
         """Train on the dataset's rays where ``keep`` is true (all for None), with a fresh sampler."""
-        rays, rgbs = self.train_dataset.all_rays, self.train_dataset.all_rgbs
-        if keep is not None:
-            rays, rgbs = rays[keep], rgbs[keep]
         self.ray_keep = keep
-        self.ray_batches = RayBatchDataset(rays, rgbs, self.args.batch_size, seed=self.args.seed)
+        rows = None if keep is None else np.flatnonzero(keep)
+        self.ray_batches = RayBatchDataset(self.train_dataset, self.args.batch_size, seed=self.args.seed, rows=rows)
         self._batch_iter = iter(self.ray_batches)
 
     def _filter_training_rays(self, bbox_only: bool) -> int:
         """Drop the training rays the model says cannot see anything; returns how many are left.
 
         The result is kept as a mask over the dataset's rays, which a state file stores in one
-        bit per ray. ``filtering_rays`` selects colours with the same mask as rays, so passing
-        row numbers in their place returns the rows that survive.
+        bit per ray; the rays themselves are made a chunk at a time from the dataset's views.
         """
-        n_rays = self.train_dataset.all_rays.shape[0]
-        if self.ray_keep is None:
-            rays, rows = self.train_dataset.all_rays, np.arange(n_rays)
-        else:  # the rays trained on are the dataset's rows where ray_keep is set, in order
-            rays, rows = self.ray_batches.rays, np.flatnonzero(self.ray_keep)
-        kept_rows = self.model.filtering_rays(rays, rows, bbox_only=bbox_only)[1]
-        keep = np.zeros(n_rays, dtype=bool)
-        keep[kept_rows] = True
+        rows = None if self.ray_batches is None else self.ray_batches.rows
+        kept = self.model.filtering_ray_ids(self.train_dataset, rows, bbox_only=bbox_only)
+        keep = np.zeros(self.train_dataset.n_rays, dtype=bool)
+        keep[kept] = True
         self._set_training_rays(keep)
-        return len(kept_rows)
+        return len(kept)
 
     # ------------------------------------------------------- state and resume
     def _capture(self) -> dict:
@@ -259,7 +255,7 @@ class Trainer:
         """A snapshot plus what a new process needs besides it: flags, ray mask, training log."""
         state = {key: value for key, value in snapshot.items() if key != "ray_keep"}
         state.update(format=STATE_FORMAT, train_args=dict(vars(self.args)),
-                     rays=pack_ray_mask(snapshot["ray_keep"], self.train_dataset.all_rays.shape[0]))
+                     rays=pack_ray_mask(snapshot["ray_keep"], self.train_dataset.n_rays))
         state["log"] = {
             "rows": list(self.train_log.rows), "elapsed_s": time.time() - self._started,
             "events": list(self.events), "logged_events": self._logged_events,
@@ -268,7 +264,7 @@ class Trainer:
         return state
 
     def _resume(self, state: dict) -> None:
-        snapshot = dict(state, ray_keep=unpack_ray_mask(state["rays"], self.train_dataset.all_rays.shape[0]))
+        snapshot = dict(state, ray_keep=unpack_ray_mask(state["rays"], self.train_dataset.n_rays))
         self._restore(snapshot)
         log = state["log"]
         self._log_rows, self._elapsed_before = log["rows"], log["elapsed_s"]

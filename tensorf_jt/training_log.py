@@ -56,7 +56,7 @@ class TrainingLog:
             "lr_grid": float(groups[0]["lr"]),
             "lr_network": float(groups[-1]["lr"]),
             "grid_size": "x".join(str(n) for n in trainer.model.gridSize),
-            "n_rays": int(trainer.ray_batches.rays.shape[0]),
+            "n_rays": int(trainer.ray_batches.n_rays),
             "event": event,
         }
         self._write(record)

@@ -12,6 +12,7 @@ from tensorf_jt.checkpoint import read_checkpoint, save_atomically
 from tensorf_jt.cli.train import main
 from tensorf_jt.config import parse_args_and_sources
 from tensorf_jt.dataLoader import RayBatchDataset
+from tensorf_jt.dataLoader.ray_batches import ArrayRays
 from tensorf_jt.errors import CheckpointError, ConfigError
 from tensorf_jt.resume import read_state, resume_args
 from tensorf_jt.trainer import Trainer, train
@@ -118,18 +119,18 @@ def test_resume_refuses_what_is_not_a_training_state(uninterrupted, tmp_path):
 
 def test_ray_sampler_continues_mid_epoch_from_its_state():
     rays = np.arange(100 * 6, dtype=np.float32).reshape(100, 6)
-    stream = RayBatchDataset(rays, rays[:, :3], batch_size=30, seed=4)
+    stream = RayBatchDataset(ArrayRays(rays, rays[:, :3]), batch_size=30, seed=4)
     batches = iter(stream)
     for _ in range(4):  # into the second epoch
         next(batches)
     saved = stream.state()
     expected = [next(batches)[0].numpy() for _ in range(4)]
-    resumed = RayBatchDataset(rays, rays[:, :3], batch_size=30, seed=4)
+    resumed = RayBatchDataset(ArrayRays(rays, rays[:, :3]), batch_size=30, seed=4)
     resumed.restore(saved)
     np.testing.assert_array_equal(np.stack([b[0].numpy() for b, _ in zip(iter(resumed), range(4))]),
                                   np.stack(expected))
     with pytest.raises(CheckpointError, match="Resume with the same data"):
-        RayBatchDataset(rays[:50], rays[:50, :3], batch_size=30).restore(saved)
+        RayBatchDataset(ArrayRays(rays[:50], rays[:50, :3]), batch_size=30).restore(saved)
 
 
 def test_a_failed_write_leaves_the_previous_state_file_intact(uninterrupted, tmp_path, monkeypatch):

@@ -33,7 +33,7 @@ def test_events_keep_all_tensors_training(tiny_scene, tmp_path):
     trainer.upsample(5)
     assert np.isclose(trainer.optimizer.param_groups[0]["lr"], lr_before), "upsampling resets the lr"
     assert_step_updates_everything(trainer)
-    n_rays = trainer.ray_batches.rays.shape[0]
+    n_rays = trainer.ray_batches.n_rays
     trainer.update_alpha_mask(7)  # the second one filters the training rays
-    assert trainer.ray_batches.rays.shape[0] <= n_rays
+    assert trainer.ray_batches.n_rays <= n_rays
     assert_step_updates_everything(trainer)

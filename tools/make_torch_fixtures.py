@@ -1,6 +1,6 @@
 """Make the PyTorch-interop fixtures: checkpoints written by the original TensoRF, and its renders.
 
-Three commands, in two environments (see ``tests/fixtures/README.md`` for the exact commands):
+Four commands, in two environments (see ``tests/fixtures/README.md`` for the exact commands):
 
 ``rays``  (this project's venv) generates a small demo scene and writes its training rays and
           colours plus a fixed set of test rays to an ``.npz`` (PNG decoding and ray generation
@@ -13,6 +13,8 @@ Three commands, in two environments (see ``tests/fixtures/README.md`` for the ex
           ``train.py`` does, and records that model's renders and field features.
 ``layouts`` (the torch environment) saves tensors in every layout the reader must handle
           (non-contiguous, offset views, every dtype, parameters, numpy arrays) and their values.
+``adam``  (the torch environment) steps ``torch.optim.Adam`` over parameters that get their
+          first gradient at different steps, and records every step's parameter values.
 
 The reference's ``train.py``, ``renderer.py``, ``utils.py`` and ``dataLoader/`` import cv2,
 torchvision, PIL, tensorboard, configargparse, tqdm, imageio and scipy; the model classes import
@@ -174,6 +176,60 @@ def write_layouts(out_dir: str) -> None:
     np.savez(os.path.join(out_dir, "torch_layouts_expected.npz"), **expected)
 
 
+ADAM_STEPS = 8
+ADAM_FIRST_GRADIENT = {"A": 1, "B": 4, "C": 2}  # step (from 1) at which each parameter joins the loss
+ADAM_SHAPES = {"A": (5,), "B": (2, 3), "C": (4,)}
+ADAM_GROUPS = [dict(names=["A", "B"], lr=0.02), dict(names=["C"], lr=0.001)]  # TensoRF's lr_init, lr_basis
+ADAM_BETAS = (0.9, 0.99)
+ADAM_LR_FACTOR = 0.9    # every group's lr is multiplied by this after each step (the trainer's decay) ...
+ADAM_LR_HALVED_AFTER = 5  # ... and once more by 0.5 after this step
+
+
+def write_adam_steps(out_dir: str) -> None:
+    """``torch_adam_steps.npz``: torch's Adam over parameters whose gradients start at different steps.
+
+    A parameter is left out of the loss before its first step, so torch sees its gradient as
+    None and neither moves it nor counts the step. Gradients are given values: the loss is
+    ``sum(grad * param)`` over the parameters in it at that step.
+    """
+    import torch
+
+    rng = np.random.default_rng(7)
+    init = {name: rng.normal(size=shape).astype(np.float32) for name, shape in ADAM_SHAPES.items()}
+    grads = {}
+    for name, shape in ADAM_SHAPES.items():  # each step's gradient at its own scale, 1e-3 to 1
+        scale = 10.0 ** rng.uniform(-3, 0, ADAM_STEPS).reshape((ADAM_STEPS,) + (1,) * len(shape))
+        grads[name] = (rng.normal(size=(ADAM_STEPS, *shape)) * scale).astype(np.float32)
+    grads["A"][2, 1] = 0.0  # an element without gradient in a parameter that has one still steps
+    for name, first in ADAM_FIRST_GRADIENT.items():
+        grads[name][:first - 1] = 0.0
+    params = {name: torch.nn.Parameter(torch.from_numpy(value.copy())) for name, value in init.items()}
+    optimizer = torch.optim.Adam([dict(params=[params[n] for n in g["names"]], lr=g["lr"]) for g in ADAM_GROUPS],
+                                 betas=ADAM_BETAS)
+    after = {name: [] for name in params}
+    lrs, steps = [], []
+    for step in range(1, ADAM_STEPS + 1):
+        lrs.append([group["lr"] for group in optimizer.param_groups])
+        optimizer.zero_grad()  # set_to_none: a parameter outside this step's loss has grad None
+        loss = sum((torch.from_numpy(grads[name][step - 1]) * param).sum() for name, param in params.items()
+                   if step >= ADAM_FIRST_GRADIENT[name])
+        loss.backward()
+        optimizer.step()
+        for group in optimizer.param_groups:
+            group["lr"] *= ADAM_LR_FACTOR * (0.5 if step == ADAM_LR_HALVED_AFTER else 1.0)
+        for name, param in params.items():
+            after[name].append(param.detach().numpy().copy())
+        steps.append([int(optimizer.state[params[name]]["step"]) if params[name] in optimizer.state else 0
+                      for name in sorted(params)])
+    np.savez(os.path.join(out_dir, "torch_adam_steps.npz"),
+             **{f"init_{name}": value for name, value in init.items()},
+             **{f"grad_{name}": value for name, value in grads.items()},
+             **{f"after_{name}": np.stack(value) for name, value in after.items()},
+             first_gradient=np.array([ADAM_FIRST_GRADIENT[name] for name in sorted(params)]),
+             lr=np.array(lrs, np.float64), steps=np.array(steps), betas=np.array(ADAM_BETAS),
+             torch_version=torch.__version__)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -187,14 +243,18 @@ def main() -> None:
     train.add_argument("--models", nargs="+", choices=sorted(MODELS), default=sorted(MODELS))
     layouts = commands.add_parser("layouts", help="tensor layouts for the reader's tests, in an environment with torch")
     layouts.add_argument("--out", required=True, help="fixture folder (tests/fixtures)")
+    adam = commands.add_parser("adam", help="torch Adam's per-parameter steps, in an environment with torch")
+    adam.add_argument("--out", required=True, help="fixture folder (tests/fixtures)")
     args = parser.parse_args()
     if args.command == "rays":
         dump_rays(args.scene, args.out)
     elif args.command == "train":
         for key in args.models:
             train_reference(key, args.reference, args.rays, args.out)
-    else:
+    elif args.command == "layouts":
         write_layouts(args.out)
+    else:
+        write_adam_steps(args.out)
 
 
 if __name__ == "__main__":

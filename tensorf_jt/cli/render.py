@@ -2,9 +2,26 @@
 
 The model comes from the checkpoint alone; the dataset (for cameras and ground truth) is the
 one the checkpoint was trained on unless ``--datadir`` / ``--dataset_name`` say otherwise.
+With none of ``--render_train``, ``--render_path`` or ``--export_mesh`` the test views are
+rendered.
+
 Outputs go next to the checkpoint: ``imgs_test_all/``, ``imgs_train_all/``, ``imgs_path_all/``
-and, for ``--export_mesh 1``, ``{checkpoint without .th}.ply``. With none of ``--render_train``,
-``--render_path`` or ``--export_mesh`` the test views are rendered.
+and, for ``--export_mesh 1``, ``{checkpoint without .th}.ply``. That is where the training run
+that wrote the checkpoint put its own final renders (the reference's ``reconstruction``
+layout), so rendering a run's checkpoint again replaces them, and it needs no experiment name
+(this command is usually given none). ``train.py --render_only 1`` instead keeps the reference's
+``render_test`` layout, which adds an ``{expname}/`` level for test views and the path:
+
+| views | ``render.py --ckpt DIR/x.th`` | ``train.py --render_only 1 --ckpt DIR/x.th`` |
+|---|---|---|
+| test | ``DIR/imgs_test_all/`` | ``DIR/{expname}/imgs_test_all/`` |
+| path | ``DIR/imgs_path_all/`` | ``DIR/{expname}/imgs_path_all/`` |
+| train | ``DIR/imgs_train_all/`` | ``DIR/imgs_train_all/`` (no ``{expname}/``, as in the reference) |
+
+``expname`` there is the one the flags or the config file give (the reference knows no other);
+without one, the one recorded in the checkpoint's ``train_args``; for a checkpoint that records
+none (the PyTorch TensoRF's), the checkpoint's file name without ``.th``, which is the
+experiment name in the reference's own layout (``{basedir}/{expname}/{expname}.th``).
 """
 from __future__ import annotations
 
@@ -24,12 +41,15 @@ _INHERITED = ("dataset_name", "datadir", "downsample_train", "downsample_test",
               "demo_image_size", "demo_n_train", "demo_n_test", "chunk_size", "ndc_ray", "white_bkgd")
 
 
-def render_checkpoint(args, explicit: set[str] = frozenset(), render: bool = True) -> dict:
+def render_checkpoint(args, explicit: set[str] = frozenset(), render: bool = True,
+                      layout: str = "checkpoint") -> dict:
     """Do what ``args`` asks of ``args.ckpt``: export its mesh, render splits and the camera path.
 
     Returns {split or 'path': summary, 'mesh': {'path', 'vertices', 'faces'}} for what was done.
     Dataset flags not in ``explicit`` (the names the user set) come from the checkpoint's run.
-    ``render`` False exports the mesh only, whatever the render flags say.
+    ``render`` False exports the mesh only, whatever the render flags say. ``layout`` chooses
+    the output folders (``render_folders``): 'checkpoint' (render.py) or 'reference'
+    (train.py --render_only 1).
     """
     from tensorf_jt import kernels
     from tensorf_jt.checkpoint import load_checkpoint
@@ -58,27 +78,54 @@ def render_checkpoint(args, explicit: set[str] = frozenset(), render: bool = Tru
             setattr(args, name, trained_with[name])
     if args.render_train or args.render_test or args.render_path:
         prepare_dataset(args)
-    folder = os.path.dirname(os.path.abspath(args.ckpt))
+    folders = render_folders(args, ckpt, layout)
     splits = [("train", args.render_train), ("test", args.render_test)]
     for split, wanted in splits:
         if not wanted:
             continue
         dataset = load_split(args, split, is_stack=True)
-        summary = evaluate(dataset, model, os.path.join(folder, f"imgs_{split}_all"),
+        summary = evaluate(dataset, model, folders[split],
                            white_bg=dataset.white_bg or args.white_bkgd, chunk=args.chunk_size,
                            ndc_ray=bool(args.ndc_ray))
         results[split] = summary
         line = f"{split}: {len(summary['views'])} views, PSNR {summary['psnr']:.2f}, SSIM {summary['ssim']:.4f}"
         if "depth_abs_error" in summary:
             line += f", mean |depth error| {summary['depth_abs_error']:.4f}"
-        print(line)
+        print(f"{line} -> {folders[split]}")
     if args.render_path:
         dataset = load_split(args, "test", is_stack=True)
-        results["path"] = evaluate_path(dataset, model, os.path.join(folder, "imgs_path_all"),
+        results["path"] = evaluate_path(dataset, model, folders["path"],
                                         white_bg=dataset.white_bg or args.white_bkgd, ndc_ray=bool(args.ndc_ray),
                                         chunk=args.chunk_size)
         print(f"path: {results['path']['frames']} frames, {results['path']['video']}")
     return results
+
+
+def render_folders(args, ckpt: dict, layout: str = "checkpoint") -> dict[str, str]:
+    """Output folder of each of 'train', 'test' and 'path' for the checkpoint ``args.ckpt``.
+
+    'checkpoint': ``imgs_{split}_all`` next to the checkpoint. 'reference': as the reference's
+    ``train.py --render_only 1``, test views and path one ``{expname}/`` level further down
+    (the expname as ``run_name`` finds it), training views next to the checkpoint.
+    """
+    if layout not in ("checkpoint", "reference"):
+        raise ValueError(f"unknown output layout {layout!r}")
+    folder = os.path.dirname(os.path.abspath(args.ckpt))
+    nested = folder if layout == "checkpoint" else os.path.join(folder, run_name(args, ckpt))
+    return {"train": os.path.join(folder, "imgs_train_all"), "test": os.path.join(nested, "imgs_test_all"),
+            "path": os.path.join(nested, "imgs_path_all")}
+
+
+def run_name(args, ckpt: dict) -> str:
+    """The experiment name: ``--expname`` (flag or config file), else the one the checkpoint's
+    run recorded, else the checkpoint's file name without ``.th``."""
+    if args.expname:
+        return args.expname
+    recorded = ckpt.get("train_args", {}).get("expname")
+    if recorded:
+        return recorded
+    stem, extension = os.path.splitext(os.path.basename(args.ckpt))
+    return stem if extension == ".th" else os.path.basename(args.ckpt)
 
 
 def export_checkpoint_mesh(model: TensorBase, ckpt_path: str) -> dict:

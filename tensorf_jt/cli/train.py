@@ -2,7 +2,12 @@
 
 With no arguments at all it trains the built-in demo scene (``configs/demo.txt``).
 ``--export_mesh 1`` writes the mesh of ``--ckpt`` and stops (the reference goes on to train);
-with ``--render_only 1`` it also renders what the render flags ask for. ``--resume STATE``
+with ``--render_only 1`` it also renders what the render flags ask for, into the reference's
+folders: ``{checkpoint folder}/{expname}/imgs_test_all/`` and ``.../{expname}/imgs_path_all/``,
+but ``{checkpoint folder}/imgs_train_all/`` (``expname`` from the flags or config, else the
+one the checkpoint records, else its file name; see ``tensorf_jt.cli.render``). Without
+``--render_only``, ``--ckpt`` is the model a new training run starts from (a checkpoint of
+ours or of the PyTorch TensoRF); the run's schedule starts from iteration 0. ``--resume STATE``
 continues a saved run. SIGINT / SIGTERM stop training after the current step, save, and exit
 with status 130 / 143 (128 + the signal's number) after printing how to resume.
 """
@@ -32,7 +37,7 @@ def _main(argv: list[str]) -> int:
         from tensorf_jt.cli.render import render_checkpoint
         from tensorf_jt.guards import jittor_error_hints
         with jittor_error_hints(args, "rendering"):
-            render_checkpoint(args, explicit, render=bool(args.render_only))
+            render_checkpoint(args, explicit, render=bool(args.render_only), layout="reference")
         return 0
     from tensorf_jt.guards import jittor_error_hints
     from tensorf_jt.trainer import train

@@ -12,26 +12,38 @@ Every loader follows one interface (``docs/DATASETS.md`` describes the folder la
 
 ``Loader(datadir: str, split: str = "train", downsample: float = 1.0, is_stack: bool = False)``
     loads one split ("train", "val" or "test") into host memory; ``downsample`` divides the
-    image size (images are really resized, focal lengths scaled). LLFF's default is 4.0, as
-    in the reference. Problems with the files raise ``DatasetError`` naming the file.
+    images' own size (images are really resized, focal lengths scaled; the original TensoRF
+    divides 800 for blender and NSVF, see ``docs/DATASETS.md``). LLFF's default is 4.0, as in
+    the reference. Images are decoded in parallel threads and kept as their 8- or 16-bit
+    pixels with one pose per view (``views.ViewDataset``): rays and colours are made when
+    asked for. Problems with the files raise ``DatasetError`` naming the file; so do cameras
+    that cannot be right (``camera_checks``: NaN, infinity, a pose that is not rigid).
 
-Attributes (numpy, float32 unless said otherwise):
+Made on demand (numpy float32):
 
-- ``all_rays``: [N*H*W, 6] (origin, direction), or [N, H*W, 6] when ``is_stack``.
-  Directions are unit length except for LLFF, whose rays are in NDC.
-- ``all_rgbs``: [N*H*W, 3], or [N, H, W, 3] when ``is_stack``; in [0, 1], RGBA
-  composited onto white where ``white_bg``.
+- ``rays_at(ids)`` [M, 6] / ``rgbs_at(ids)`` [M, 3]: by global ray number (view * H*W +
+  row * W + column), what the trainer's batches and ray filtering use;
+- ``view_rays(i)`` [H*W, 6] / ``view_rgbs(i)`` [H*W, 3]: one view, what evaluation uses;
+- ``rays_for_pose(c2w)`` [H*W, 6]: a camera at ``c2w`` (one ``render_path`` entry, say),
+  made exactly as the loader makes its own rays (NDC for LLFF);
+- ``all_rays`` [N*H*W, 6] or, when ``is_stack``, [N, H*W, 6], and ``all_rgbs`` [N*H*W, 3]
+  or [N, H, W, 3]: the reference's attributes, built on each access (gigabytes for a
+  real scene). Directions are unit length except for LLFF, whose rays are in NDC; colours are
+  in [0, 1], RGBA composited onto white where ``white_bg``.
+
+Attributes:
+
+- ``n_views``, ``n_rays`` (= N*H*W); ``len()`` is ``n_views`` when ``is_stack``, else ``n_rays``.
 - ``img_wh``: (W, H) after downsampling. ``focal``: focal length in pixels at that size
-  (a float for blender, [fx, fy] for the others).
-- ``poses``: this split's camera-to-world matrices [N, 4, 4], in the convention the loader
-  builds its rays with (OpenCV for all but LLFF, whose centred poses are OpenGL).
+  (a float for blender, [fx, fy] for the others). ``intrinsics``: [3, 3] at that size.
+- ``poses``: this split's camera-to-world matrices [N, 4, 4] float32, in the convention the
+  loader builds its rays with (OpenCV for all but LLFF, whose centred poses are OpenGL).
+- ``proj_mat``: [N, 3, 4], ``intrinsics @ inverse(poses)[:, :3]`` as the reference's blender
+  and NSVF loaders have it (OpenCV pinhole model for every format; ``jt.linalg.inv``).
 - ``scene_bbox``: [2, 3]; ``near_far``: list of two floats; ``white_bg``: bool.
 - ``all_depths``: ground-truth depth [N, H, W] when the scene has it (the demo scene), else None.
 - ``render_path``: [K, 4, 4] camera-to-world poses for ``--render_path`` videos, in the
   same convention as ``poses``.
-
-Method: ``rays_for_pose(c2w) -> np.ndarray``: float32 rays [H*W, 6] of a camera at ``c2w``
-(one ``render_path`` entry, say), made exactly as the loader makes its own rays (NDC for LLFF).
 """
 from __future__ import annotations
 

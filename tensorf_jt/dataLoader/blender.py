@@ -2,9 +2,11 @@
 
 Faithful to the reference loader (box [-1.5, 1.5]^3, near/far 2..6, RGBA composited onto
 white, unit-length ray directions), with two deliberate differences: the image size is read
-from the files instead of assuming 800x800, and ``downsample`` really resizes the images
-(the reference computes a smaller size but never resizes, which fails). Optional per-frame
-``depth_path`` entries (our demo scene writes them) load ground-truth depth.
+from the files instead of assuming 800x800, and ``downsample`` divides that size and really
+resizes the images (the reference divides 800 and never resizes, so its users keep
+pre-shrunk copies; those get a warning naming the setting that matches the reference,
+``views.warn_if_already_downsampled``). Optional per-frame ``depth_path`` entries (our demo
+scene writes them) load ground-truth depth.
 """
 from __future__ import annotations
 
@@ -13,14 +15,15 @@ import os
 
 import numpy as np
 
+from tensorf_jt.dataLoader.camera_checks import check_field_of_view, check_pose
 from tensorf_jt.dataLoader.camera_paths import orbit_path
-from tensorf_jt.dataLoader.views import ViewDataset, composite_on_white, fit_image, read_rgba
+from tensorf_jt.dataLoader.views import ViewDataset, fit_pixels, read_all_pixels, warn_if_already_downsampled
 from tensorf_jt.errors import DatasetError
-from tensorf_jt.rays import blender_pose_to_opencv, camera_rays, focal_from_fov
+from tensorf_jt.rays import blender_pose_to_opencv, focal_from_fov, get_ray_directions
 
 
 class BlenderDataset(ViewDataset):
-    """One split of a blender-layout scene, loaded into host memory.
+    """One split of a blender-layout scene, loaded into host memory (``ViewDataset``).
 
     Attributes follow the reference: ``all_rays`` ([N*H*W, 6] or stacked [N, H*W, 6]),
     ``all_rgbs`` ([N*H*W, 3] or [N, H, W, 3]), ``img_wh``, ``focal``, ``poses`` (OpenCV
@@ -65,6 +68,8 @@ class BlenderDataset(ViewDataset):
             for key in ("file_path", "transform_matrix"):
                 if key not in frame:
                     raise DatasetError(f"Frame {index} of '{path}' lacks the key '{key}'.")
+            check_pose(frame["transform_matrix"], f"frame {index} ('{frame['file_path']}') of '{path}'")
+        check_field_of_view(meta["camera_angle_x"], "camera_angle_x", f"'{path}'")
         return meta
 
     def _image_path(self, file_path: str) -> str:
@@ -73,31 +78,28 @@ class BlenderDataset(ViewDataset):
 
     def _load_frames(self, camera_angle_x: float, frames: list[dict]) -> None:
         self.image_paths = [self._image_path(frame["file_path"]) for frame in frames]
-        first = read_rgba(self.image_paths[0])
-        full_h, full_w = first.shape[:2]
+        images = read_all_pixels(self.image_paths)
+        full_h, full_w = images[0][0].shape[:2]
+        warn_if_already_downsampled((full_w, full_h), self.downsample, (800, 800))
         w, h = int(full_w / self.downsample), int(full_h / self.downsample)
         self.img_wh = (w, h)
         self.focal = focal_from_fov(full_w, camera_angle_x) * w / full_w
+        self.intrinsics = np.array([[self.focal, 0.0, w / 2.0], [0.0, self.focal, h / 2.0], [0.0, 0.0, 1.0]])
 
-        poses, rays, rgbs, depths = [], [], [], []
-        for frame, path in zip(frames, self.image_paths):
-            rgba = first if path == self.image_paths[0] else read_rgba(path)
-            rgba = fit_image(rgba, path, (full_w, full_h), f"'{self.image_paths[0]}' is", (w, h))
-            rgbs.append(composite_on_white(rgba).reshape(-1, 3))
-            pose = blender_pose_to_opencv(frame["transform_matrix"])
-            poses.append(pose)
-            rays.append(camera_rays(h, w, self.focal, pose))
+        pixels, scales, poses, depths = [], [], [], []
+        for frame, path, (image, scale) in zip(frames, self.image_paths, images):
+            image, scale = fit_pixels(image, scale, path, (full_w, full_h), f"'{self.image_paths[0]}' is", (w, h))
+            pixels.append(image)
+            scales.append(scale)
+            poses.append(blender_pose_to_opencv(frame["transform_matrix"]))
             if "depth_path" in frame:
                 depths.append(self._load_depth(frame["depth_path"], (w, h)))
-
+        del images
         self.poses = np.stack(poses).astype(np.float32)
         self.all_depths = np.stack(depths) if len(depths) == len(frames) else None
-        self.store_views(rays, rgbs)
-
-    def rays_for_pose(self, c2w: np.ndarray) -> np.ndarray:
-        """Rays [H*W, 6] float32 (origin, unit direction) of a camera at ``c2w`` (OpenCV, [3 or 4, 4])."""
-        w, h = self.img_wh
-        return camera_rays(h, w, self.focal, c2w)
+        directions = get_ray_directions(h, w, (self.focal, self.focal))
+        self.store_views(pixels, scales, np.stack(poses),
+                         directions / np.linalg.norm(directions, axis=-1, keepdims=True))
 
     def _render_path(self) -> np.ndarray:
         """120 OpenCV poses circling the origin (z up) at the training cameras' mean distance and elevation.

@@ -24,10 +24,11 @@ import os
 
 import numpy as np
 
-from tensorf_jt.dataLoader.views import ViewDataset, read_rgba, resize_rgba
+from tensorf_jt.dataLoader.camera_checks import check_pose, check_positive
+from tensorf_jt.dataLoader.views import ViewDataset, read_all_pixels, resize_pixels
 from tensorf_jt.dataLoader.camera_paths import average_pose, spiral_path
 from tensorf_jt.errors import DatasetError
-from tensorf_jt.rays import get_ray_directions_blender, get_rays, ndc_rays_blender
+from tensorf_jt.rays import get_ray_directions_blender
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
 NDC_NEAR = 1.0  # the near plane of the NDC projection, in units of the rescaled scene
@@ -63,10 +64,11 @@ def read_poses_bounds(path: str) -> np.ndarray:
         raise DatasetError(f"'{path}' has shape {poses_bounds.shape}; expected [N, 17] (a 3x5 pose and "
                            f"two depth bounds per image).")
     poses_bounds = poses_bounds.astype(np.float64)
-    if not np.all(np.isfinite(poses_bounds)):
-        raise DatasetError(f"'{path}' contains NaN or infinite values.")
-    if np.any(poses_bounds[:, 15:] <= 0):
-        raise DatasetError(f"'{path}' has non-positive near/far bounds; they must be depths > 0.")
+    for index, row in enumerate(poses_bounds):
+        where = f"image {index} (row {index}) of '{path}'"
+        check_pose(row[:15].reshape(3, 5)[:, :4], where)
+        for name, value in zip(("height", "width", "focal", "near", "far"), (*row[4:15:5], *row[15:])):
+            check_positive(value, name, where)
     return poses_bounds
 
 
@@ -96,6 +98,8 @@ class LLFFDataset(ViewDataset):
     scene_bbox = np.array([[-1.5, -1.67, -1.0], [1.5, 1.67, 1.0]], dtype=np.float32)
     near_far = [0.0, 1.0]
     white_bg = False
+    composite_alpha = False  # RGB images: colours are the pixels' RGB
+    poses_are_opengl = True
     all_depths = None
 
     def __init__(self, datadir: str, split: str = "train", downsample: float = 4.0, is_stack: bool = False,
@@ -148,6 +152,7 @@ class LLFFDataset(ViewDataset):
                                f"{full_w:g}x{full_h:g} images.")
         self.img_wh = (w, h)
         self.focal = [focal * w / full_w, focal * h / full_h]
+        self.intrinsics = np.array([[self.focal[0], 0.0, w / 2.0], [0.0, self.focal[1], h / 2.0], [0.0, 0.0, 1.0]])
 
         # LLFF stores the rotation as (down, right, back); make it (right, up, back).
         poses = np.concatenate([poses[..., 1:2], -poses[..., 0:1], poses[..., 2:4]], axis=-1)
@@ -159,27 +164,20 @@ class LLFFDataset(ViewDataset):
         self.render_path = spiral_path(centred, self.near_fars, n_views=120).astype(np.float32)
         self.directions = get_ray_directions_blender(h, w, self.focal)
 
-    def rays_for_pose(self, c2w: np.ndarray) -> np.ndarray:
-        """NDC rays [H*W, 6] float32 of a camera at ``c2w`` (centred OpenGL pose, [3 or 4, 4])."""
-        rays_o, rays_d = get_rays(self.directions, c2w)
-        w, h = self.img_wh
-        rays_o, rays_d = ndc_rays_blender(h, w, self.focal[0], NDC_NEAR, rays_o, rays_d)
-        return np.concatenate([rays_o, rays_d], axis=1).astype(np.float32)
-
     def _load_images(self) -> None:
         w, h = self.img_wh
-        rays, rgbs = [], []
-        for index, path in zip(self.image_ids, self.image_paths):
-            rgba = read_rgba(path)
-            rgba[..., 3] = 1.0  # LLFF images are RGB; ignore any alpha (the reference converts to RGB)
-            image_h, image_w = rgba.shape[:2]
+        pixels, scales = [], []
+        for path, (image, scale) in zip(self.image_paths, read_all_pixels(self.image_paths)):
+            image[..., 3] = scale  # LLFF images are RGB; ignore any alpha (the reference converts to RGB)
+            image_h, image_w = image.shape[:2]
             if abs(image_w / image_h - w / h) > 0.02 * w / h:
                 raise DatasetError(
                     f"Image '{path}' is {image_w}x{image_h}, but poses_bounds.npy describes "
                     f"{w}x{h} at downsample {self.downsample:g} (another aspect ratio): wrong images folder?")
             if (image_w, image_h) != (w, h):
-                rgba = resize_rgba(rgba, (w, h))
-            rgbs.append(rgba[..., :3].reshape(-1, 3))
-            rays.append(self.rays_for_pose(self.all_poses[index]))
-        self.poses = self.all_poses[self.image_ids].astype(np.float32)
-        self.store_views(rays, rgbs)
+                image, scale = resize_pixels(image, scale, (w, h)), np.float32(255)
+            pixels.append(image)
+            scales.append(scale)
+        poses = self.all_poses[self.image_ids]
+        self.poses = poses.astype(np.float32)
+        self.store_views(pixels, scales, poses, self.directions, ndc=(self.focal[0], NDC_NEAR))

@@ -26,11 +26,12 @@ import os
 
 import numpy as np
 
-from tensorf_jt.dataLoader.views import ViewDataset, composite_on_white, fit_image, read_rgba
+from tensorf_jt.dataLoader.views import ViewDataset, fit_pixels, read_all_pixels, warn_if_already_downsampled
+from tensorf_jt.dataLoader.camera_checks import check_finite, check_pose, check_positive
 from tensorf_jt.dataLoader.camera_paths import orbit_path
 from tensorf_jt.dataLoader.llff import IMAGE_EXTENSIONS
 from tensorf_jt.errors import DatasetError
-from tensorf_jt.rays import get_ray_directions, rays_from_directions
+from tensorf_jt.rays import get_ray_directions
 
 SPLIT_PREFIXES = {"train": ("0_",), "val": ("1_",), "test": ("2_", "1_")}
 
@@ -61,6 +62,8 @@ def read_bbox(path: str) -> np.ndarray:
         raise DatasetError(f"Bounding-box file '{path}' has {len(values)} numbers; expected "
                            f"'x_min y_min z_min x_max y_max z_max [voxel_size]'.")
     bbox = np.array(values[:6], dtype=np.float64).reshape(2, 3)
+    if not np.all(np.isfinite(bbox)):
+        raise DatasetError(f"Bounding-box file '{path}' holds NaN or infinity: {bbox.tolist()}.")
     if np.any(bbox[1] <= bbox[0]):
         raise DatasetError(f"Bounding-box file '{path}': the maxima {bbox[1].tolist()} must exceed the "
                            f"minima {bbox[0].tolist()}.")
@@ -84,7 +87,9 @@ def read_intrinsics(path: str) -> tuple[float, float, float, float]:
                            f"'focal cx cy'.")
     if fx <= 0 or fy <= 0:
         raise DatasetError(f"Intrinsics file '{path}' gives a non-positive focal length ({fx}, {fy}).")
-    return float(fx), float(fy), float(cx), float(cy)
+    where = f"intrinsics file '{path}'"
+    return (check_positive(fx, "fx", where), check_positive(fy, "fy", where), check_finite(cx, "cx", where),
+            check_finite(cy, "cy", where))
 
 
 def read_pose(path: str) -> np.ndarray:
@@ -96,10 +101,10 @@ def read_pose(path: str) -> np.ndarray:
         matrix = np.zeros(0)
     if matrix.size in (12, 16):
         matrix = matrix.reshape(-1, 4)
-    if matrix.shape not in ((3, 4), (4, 4)) or not np.all(np.isfinite(matrix)):
-        raise DatasetError(f"Pose file '{path}' does not hold a finite 4x4 (or 3x4) camera-to-world matrix.")
+    if matrix.shape not in ((3, 4), (4, 4)):
+        raise DatasetError(f"Pose file '{path}' does not hold a 4x4 (or 3x4) camera-to-world matrix.")
     pose = np.eye(4)
-    pose[:3] = matrix[:3]
+    pose[:3] = check_pose(matrix, f"pose file '{path}'")[:3]
     return pose
 
 
@@ -133,6 +138,7 @@ class NSVFDataset(ViewDataset):
     all_depths = None
     bbox_scale = 1.0
     layout = "NSVF"
+    original_size = (800, 800)  # the image size the original's loader assumes
 
     def __init__(self, datadir: str, split: str = "train", downsample: float = 1.0, is_stack: bool = False) -> None:
         if downsample <= 0:
@@ -177,8 +183,9 @@ class NSVFDataset(ViewDataset):
                 [os.path.join(pose_dir, name) for name in poses])
 
     def _load(self, pose_paths: list[str]) -> None:
-        first = read_rgba(self.image_paths[0])
-        full_h, full_w = first.shape[:2]
+        images = read_all_pixels(self.image_paths)
+        full_h, full_w = images[0][0].shape[:2]
+        warn_if_already_downsampled((full_w, full_h), self.downsample, self.original_size)
         w, h = int(full_w / self.downsample), int(full_h / self.downsample)
         if w < 1 or h < 1:
             raise DatasetError(f"downsample {self.downsample:g} leaves no pixels of the {full_w}x{full_h} images.")
@@ -190,20 +197,16 @@ class NSVFDataset(ViewDataset):
         directions = get_ray_directions(h, w, self.focal, center=(cx * sx, cy * sy))
         self.directions = directions / np.linalg.norm(directions, axis=-1, keepdims=True)
 
-        poses, rays, rgbs = [], [], []
-        for image_path, pose_path in zip(self.image_paths, pose_paths):
-            rgba = first if image_path == self.image_paths[0] else read_rgba(image_path)
-            rgba = fit_image(rgba, image_path, (full_w, full_h), f"'{self.image_paths[0]}' is", (w, h))
-            rgbs.append(composite_on_white(rgba).reshape(-1, 3))
-            pose = read_pose(pose_path)
-            poses.append(pose)
-            rays.append(self.rays_for_pose(pose))
-        self.poses = np.stack(poses).astype(np.float32)
-        self.store_views(rays, rgbs)
-
-    def rays_for_pose(self, c2w: np.ndarray) -> np.ndarray:
-        """Rays [H*W, 6] float32 (origin, unit direction) of a camera at ``c2w`` (OpenCV, [3 or 4, 4])."""
-        return rays_from_directions(self.directions, c2w)
+        pixels, scales = [], []
+        for image_path, (image, scale) in zip(self.image_paths, images):
+            image, scale = fit_pixels(image, scale, image_path, (full_w, full_h), f"'{self.image_paths[0]}' is",
+                                      (w, h))
+            pixels.append(image)
+            scales.append(scale)
+        del images
+        poses = np.stack([read_pose(path) for path in pose_paths])
+        self.poses = poses.astype(np.float32)
+        self.store_views(pixels, scales, poses, self.directions)
 
     def training_poses(self) -> np.ndarray:
         """The training cameras' OpenCV camera-to-world matrices [N, 4, 4] float64."""

@@ -34,10 +34,11 @@ import os
 
 import numpy as np
 
-from tensorf_jt.dataLoader.views import ViewDataset, composite_on_white, fit_image, read_rgba
+from tensorf_jt.dataLoader.views import ViewDataset, fit_pixels, read_all_pixels, read_pixels
+from tensorf_jt.dataLoader.camera_checks import check_field_of_view, check_pose
 from tensorf_jt.dataLoader.camera_paths import orbit_path
 from tensorf_jt.errors import DatasetError
-from tensorf_jt.rays import BLENDER_TO_OPENCV, get_ray_directions, rays_from_directions
+from tensorf_jt.rays import BLENDER_TO_OPENCV, get_ray_directions
 
 HOLD_EVERY = 8  # single transforms.json: every 8th frame (sorted by file_path) is a test frame
 
@@ -60,12 +61,13 @@ def read_json(path: str) -> dict:
         if not isinstance(frame["file_path"], str):
             raise DatasetError(f"Frame {index} of '{path}': 'file_path' must be a string.")
         try:
-            matrix = np.asarray(frame["transform_matrix"], dtype=np.float64)
+            shape = np.asarray(frame["transform_matrix"], dtype=np.float64).shape
         except (TypeError, ValueError):
-            matrix = np.zeros(0)
-        if matrix.shape != (4, 4) or not np.all(np.isfinite(matrix)):
+            shape = None
+        if shape != (4, 4):
             raise DatasetError(f"Frame {index} of '{path}': 'transform_matrix' must be a 4x4 matrix of "
                                f"finite numbers.")
+        check_pose(frame["transform_matrix"], f"frame {index} ('{frame['file_path']}') of '{path}'")
     return meta
 
 
@@ -145,8 +147,7 @@ class OwnDataDataset(ViewDataset):
         path = self.transforms_path
         full_w, full_h = _number(meta, "w", path), _number(meta, "h", path)
         if full_w is None or full_h is None:
-            first = read_rgba(self._image_path(frames[0]["file_path"]))
-            full_h, full_w = first.shape[:2]
+            full_h, full_w = read_pixels(self._image_path(frames[0]["file_path"]))[0].shape[:2]
         if full_w < 1 or full_h < 1:
             raise DatasetError(f"'{path}': image size {full_w}x{full_h} is not positive.")
         fx = _number(meta, "fl_x", path)
@@ -155,11 +156,12 @@ class OwnDataDataset(ViewDataset):
             if angle_x is None:
                 raise DatasetError(f"'{path}' gives no focal length: add 'fl_x' (pixels) or 'camera_angle_x' "
                                    f"(radians).")
-            fx = 0.5 * full_w / np.tan(0.5 * angle_x)
+            fx = 0.5 * full_w / np.tan(0.5 * check_field_of_view(angle_x, "camera_angle_x", f"'{path}'"))
         fy = _number(meta, "fl_y", path)
         if fy is None:
             angle_y = _number(meta, "camera_angle_y", path)
-            fy = fx if angle_y is None else 0.5 * full_h / np.tan(0.5 * angle_y)
+            fy = fx if angle_y is None else 0.5 * full_h / np.tan(
+                0.5 * check_field_of_view(angle_y, "camera_angle_y", f"'{path}'"))
         if fx <= 0 or fy <= 0:
             raise DatasetError(f"'{path}': focal lengths must be positive, got {fx:g}, {fy:g}.")
         cx, cy = _number(meta, "cx", path), _number(meta, "cy", path)
@@ -182,20 +184,15 @@ class OwnDataDataset(ViewDataset):
         """A frame's camera-to-world matrix in the OpenCV convention (checked by ``read_json``)."""
         return np.asarray(frame["transform_matrix"], dtype=np.float64) @ BLENDER_TO_OPENCV
 
-    def rays_for_pose(self, c2w: np.ndarray) -> np.ndarray:
-        """Rays [H*W, 6] float32 (origin, unit direction) of a camera at ``c2w`` (OpenCV, [3 or 4, 4])."""
-        return rays_from_directions(self.directions, c2w)
-
     def _load_frames(self, frames: list[dict]) -> None:
         w, h = self.img_wh
         self.image_paths = [self._image_path(frame["file_path"]) for frame in frames]
-        poses, rays, rgbs = [], [], []
-        for frame, path in zip(frames, self.image_paths):
-            rgba = fit_image(read_rgba(path), path, self.full_wh, f"'{self.transforms_path}' says ('w', 'h')",
-                             (w, h))
-            rgbs.append(composite_on_white(rgba).reshape(-1, 3))
-            pose = self._pose(frame)
-            poses.append(pose)
-            rays.append(self.rays_for_pose(pose))
-        self.poses = np.stack(poses).astype(np.float32)
-        self.store_views(rays, rgbs)
+        pixels, scales = [], []
+        for path, (image, scale) in zip(self.image_paths, read_all_pixels(self.image_paths)):
+            image, scale = fit_pixels(image, scale, path, self.full_wh, f"'{self.transforms_path}' says ('w', 'h')",
+                                      (w, h))
+            pixels.append(image)
+            scales.append(scale)
+        poses = np.stack([self._pose(frame) for frame in frames])
+        self.poses = poses.astype(np.float32)
+        self.store_views(pixels, scales, poses, self.directions)

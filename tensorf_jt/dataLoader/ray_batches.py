@@ -1,9 +1,11 @@
 """Random batches of training rays, served by a ``jittor.dataset.Dataset``.
 
 Jittor's Dataset fetches items one by one and collates them, which costs ~26 ms for a
-4096-ray batch of rows. Here one *item* is one whole batch: ``__getitem__(k)`` slices the
-k-th window of the epoch's permutation with numpy fancy indexing (~1 ms). Sampling matches
-the reference's ``SimpleSampler``: a fresh permutation per epoch, full batches only.
+4096-ray batch of rows. Here one *item* is one whole batch: ``__getitem__(k)`` takes the k-th
+window of the epoch's permutation and asks the ray source for exactly those rays and colours
+(a dataset makes them from its pixels and poses, ``ViewDataset.rays_at``), so no array of
+every training ray is ever built or gathered from. Sampling matches the reference's
+``SimpleSampler``: a fresh permutation per epoch of the rays trained on, full batches only.
 
 The stream is a cursor (the epoch's permutation and the next batch in it) rather than
 Jittor's index loop, so that ``state()`` / ``restore()`` can stop and resume it mid-epoch:
@@ -12,7 +14,7 @@ redraws the same permutation, instead of the permutation itself (8 bytes per ray
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Protocol
 
 import numpy as np
 from jittor.dataset import Dataset
@@ -20,37 +22,78 @@ from jittor.dataset import Dataset
 from tensorf_jt.errors import CheckpointError, ConfigError, DatasetError
 
 
-class RayBatchDataset(Dataset):
-    """Endless stream of (rays [B, 6], rgbs [B, 3]) float32 batches; ``len()`` is batches per epoch."""
+class RaySource(Protocol):
+    """What batches are drawn from: ``n_rays`` rays, made by number (``ViewDataset`` is one)."""
 
-    def __init__(self, rays: np.ndarray, rgbs: np.ndarray, batch_size: int, seed: int = 0) -> None:
-        super().__init__()
-        if batch_size <= 0:
-            raise ConfigError(f"batch_size must be positive, got {batch_size}.")
-        if rays.shape[0] == 0:
-            raise DatasetError("There are no training rays to sample from.")
+    n_rays: int
+
+    def rays_at(self, ray_ids: np.ndarray) -> np.ndarray: ...
+
+    def rgbs_at(self, ray_ids: np.ndarray) -> np.ndarray: ...
+
+
+class ArrayRays:
+    """A ``RaySource`` over rays [N, 6] and colours [N, 3] already in memory."""
+
+    def __init__(self, rays: np.ndarray, rgbs: np.ndarray) -> None:
         if rays.shape[0] != rgbs.shape[0]:
             raise DatasetError(f"{rays.shape[0]} rays but {rgbs.shape[0]} colours.")
         self.rays = np.ascontiguousarray(rays, dtype=np.float32)
         self.rgbs = np.ascontiguousarray(rgbs, dtype=np.float32)
-        self.rays_per_batch = min(int(batch_size), self.rays.shape[0])
+        self.n_rays = self.rays.shape[0]
+
+    def rays_at(self, ray_ids: np.ndarray) -> np.ndarray:
+        return self.rays[ray_ids]
+
+    def rgbs_at(self, ray_ids: np.ndarray) -> np.ndarray:
+        return self.rgbs[ray_ids]
+
+
+def compact_ids(ids: np.ndarray, limit: int) -> np.ndarray:
+    """Ray numbers below ``limit`` in the narrowest integer type that holds them (int32 for up
+    to 2^31 rays: half the memory of numpy's default for a 64 M-ray scene)."""
+    return np.asarray(ids, dtype=np.int32 if limit <= np.iinfo(np.int32).max else np.int64)
+
+
+class RayBatchDataset(Dataset):
+    """Endless stream of (rays [B, 6], rgbs [B, 3]) float32 batches; ``len()`` is batches per epoch.
+
+    ``rows`` lists the source's ray numbers to train on (None: all of them); batches are
+    drawn from a permutation of that list, as the reference draws from its filtered arrays.
+    """
+
+    def __init__(self, source: RaySource, batch_size: int, seed: int = 0, rows: np.ndarray | None = None) -> None:
+        super().__init__()
+        if batch_size <= 0:
+            raise ConfigError(f"batch_size must be positive, got {batch_size}.")
+        self.source = source
+        self.rows = None if rows is None else compact_ids(rows, source.n_rays)
+        self.n_rays = source.n_rays if rows is None else len(self.rows)
+        if self.n_rays == 0:
+            raise DatasetError("There are no training rays to sample from.")
+        self.rays_per_batch = min(int(batch_size), self.n_rays)
         self._rng = np.random.default_rng(seed)
         self._epoch_rng_state: dict | None = None  # generator state before this epoch's permutation
         self._order: np.ndarray | None = None
         self._position = 0  # next batch of the epoch
-        self.set_attrs(total_len=self.rays.shape[0] // self.rays_per_batch, batch_size=1, shuffle=False)
+        self.set_attrs(total_len=self.n_rays // self.rays_per_batch, batch_size=1, shuffle=False)
 
     def _start_epoch(self) -> None:
         self._epoch_rng_state = self._rng.bit_generator.state
-        self._order = self._rng.permutation(self.rays.shape[0])
+        self._order = compact_ids(self._rng.permutation(self.n_rays), self.n_rays)
         self._position = 0
 
-    def __getitem__(self, batch_index: int) -> tuple[np.ndarray, np.ndarray]:
-        """Batch ``batch_index`` of the current epoch (the first call draws the epoch's permutation)."""
+    def ray_ids(self, batch_index: int) -> np.ndarray:
+        """The source's ray numbers in batch ``batch_index`` of the current epoch."""
         if self._order is None:
             self._start_epoch()
         ids = self._order[batch_index * self.rays_per_batch:(batch_index + 1) * self.rays_per_batch]
-        return self.rays[ids], self.rgbs[ids]
+        return ids if self.rows is None else self.rows[ids]
+
+    def __getitem__(self, batch_index: int) -> tuple[np.ndarray, np.ndarray]:
+        """Batch ``batch_index`` of the current epoch (the first call draws the epoch's permutation)."""
+        ids = self.ray_ids(batch_index)
+        return self.source.rays_at(ids), self.source.rgbs_at(ids)
 
     def __iter__(self) -> Iterator[tuple]:
         """Batches as Jittor Vars, forever, continuing from the cursor."""
@@ -63,15 +106,15 @@ class RayBatchDataset(Dataset):
 
     def state(self) -> dict:
         """Where the stream stands: small, picklable, enough for ``restore`` to continue it exactly."""
-        return {"n_rays": int(self.rays.shape[0]), "rays_per_batch": self.rays_per_batch,
+        return {"n_rays": int(self.n_rays), "rays_per_batch": self.rays_per_batch,
                 "epoch_rng_state": self._epoch_rng_state, "position": self._position}
 
     def restore(self, state: dict) -> None:
         """Continue the stream ``state`` describes; the rays must be the ones it was saved with."""
-        if (state["n_rays"], state["rays_per_batch"]) != (self.rays.shape[0], self.rays_per_batch):
+        if (state["n_rays"], state["rays_per_batch"]) != (self.n_rays, self.rays_per_batch):
             raise CheckpointError(
                 f"The saved ray sampler drew {state['rays_per_batch']} of {state['n_rays']} rays per batch; "
-                f"this one draws {self.rays_per_batch} of {self.rays.shape[0]}. Resume with the same data "
+                f"this one draws {self.rays_per_batch} of {self.n_rays}. Resume with the same data "
                 "and batch_size.")
         if state["epoch_rng_state"] is None:  # saved before the first batch
             self._order, self._epoch_rng_state, self._position = None, None, 0

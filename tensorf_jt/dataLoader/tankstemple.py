@@ -24,6 +24,7 @@ class TanksTempleDataset(NSVFDataset):
     white_bg = True
     bbox_scale = 1.2
     layout = "Tanks&Temples (NSVF)"
+    original_size = (1920, 1080)
 
     def _render_path(self) -> np.ndarray:
         return tankstemple_circle_path(self.poses.astype(np.float64), self.scene_bbox, n_views=200)

@@ -9,6 +9,7 @@ narrow calls -- normalised points [N, 3] in, density features [N] or appearance 
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import jittor as jt
@@ -292,39 +293,63 @@ class TensorBase(nn.Module):
             return bounds.numpy().astype(np.float32)
 
     # ----------------------------------------------------------- ray filtering
+    def rays_hit(self, rays: np.ndarray, N_samples: int = 256, bbox_only: bool = False) -> np.ndarray:
+        """Which of rays [M, 6] (numpy) can see anything: bool [M].
+
+        ``bbox_only``: the ray crosses the box; otherwise one of ``N_samples`` evenly spaced
+        samples meets the alpha grid (the reference's ``filtering_rays`` test).
+        """
+        with jt.no_grad():
+            rays = jt.array(rays)
+            rays_o, rays_d = rays[:, :3], rays[:, 3:6]
+            if bbox_only or self.alphaMask is None:
+                t_enter, t_exit = ray_box_intersection(rays_o, rays_d, self._aabb_var)
+                hit = t_exit > t_enter
+            elif kernels.fused_enabled():
+                t_enter, _ = ray_box_intersection(rays_o, rays_d, self._aabb_var)
+                t_start = t_enter.clamp(min_v=self.near_far[0], max_v=self.near_far[1])
+                hit = rays_hit_alpha(rays_o, rays_d, t_start, self.alphaMask, self.stepSize, N_samples)
+            else:
+                xyz, _, _ = sample_along_rays(rays_o, rays_d, self._aabb_var, self.near_far,
+                                              self.stepSize, N_samples, jitter=False)
+                alpha = self.alphaMask.sample_alpha(xyz.reshape(-1, 3)).reshape(xyz.shape[:2])
+                hit = (alpha > 0).any(-1)
+            return hit.numpy()
+
+    def filtering_ray_ids(self, source, ray_ids: np.ndarray | None = None, N_samples: int = 256,
+                          chunk: int = 10240 * 5, bbox_only: bool = False) -> np.ndarray:
+        """The reference's ``filtering_rays`` over rays made on demand: of the ``source``'s rays
+        numbered ``ray_ids`` (None: all ``source.n_rays``), the numbers of those that can see
+        anything (``rays_hit``), in order. ``source`` makes rays by number (``ViewDataset.rays_at``),
+        a chunk at a time, so no array of every ray is built. If no ray would remain, all are
+        kept and a warning says so.
+        """
+        total = source.n_rays if ray_ids is None else len(ray_ids)
+        keep = np.zeros(total, dtype=bool)
+        for start in range(0, total, chunk):
+            ids = (np.arange(start, min(start + chunk, total)) if ray_ids is None
+                   else ray_ids[start:start + chunk])
+            keep[start:start + len(ids)] = self.rays_hit(source.rays_at(ids), N_samples, bbox_only)
+        if not keep.any():
+            warnings.warn("Ray filtering would remove every training ray; keeping them all. "
+                          "Check the dataset's scene box and camera poses.")
+            return np.arange(total) if ray_ids is None else np.asarray(ray_ids)
+        kept = np.flatnonzero(keep)
+        return kept if ray_ids is None else np.asarray(ray_ids)[kept]
+
     def filtering_rays(
         self, all_rays: np.ndarray, all_rgbs: np.ndarray, N_samples: int = 256,
         chunk: int = 10240 * 5, bbox_only: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Drop training rays that cannot see anything (reference ``filtering_rays``).
-
-        ``bbox_only`` keeps rays that cross the box; otherwise rays that meet the alpha grid.
-        Returns the kept rays and colours (numpy, the training set lives on the host). If no
-        ray would remain, all are kept and a warning says so.
-        """
-        keep = np.zeros(all_rays.shape[0], dtype=bool)
-        with jt.no_grad():
-            for start in range(0, all_rays.shape[0], chunk):
-                rays = jt.array(all_rays[start:start + chunk])
-                rays_o, rays_d = rays[:, :3], rays[:, 3:6]
-                if bbox_only or self.alphaMask is None:
-                    t_enter, t_exit = ray_box_intersection(rays_o, rays_d, self._aabb_var)
-                    hit = t_exit > t_enter
-                elif kernels.fused_enabled():
-                    t_enter, _ = ray_box_intersection(rays_o, rays_d, self._aabb_var)
-                    t_start = t_enter.clamp(min_v=self.near_far[0], max_v=self.near_far[1])
-                    hit = rays_hit_alpha(rays_o, rays_d, t_start, self.alphaMask, self.stepSize, N_samples)
-                else:
-                    xyz, _, _ = sample_along_rays(rays_o, rays_d, self._aabb_var, self.near_far,
-                                                  self.stepSize, N_samples, jitter=False)
-                    alpha = self.alphaMask.sample_alpha(xyz.reshape(-1, 3)).reshape(xyz.shape[:2])
-                    hit = (alpha > 0).any(-1)
-                keep[start:start + rays.shape[0]] = hit.numpy()
-        if not keep.any():
-            warnings.warn("Ray filtering would remove every training ray; keeping them all. "
-                          "Check the dataset's scene box and camera poses.")
+        """Drop training rays that cannot see anything (reference ``filtering_rays``), for rays
+        and colours in memory: returns the kept rays and colours (numpy). If no ray would
+        remain, all are kept and a warning says so. The trainer filters by number instead
+        (``filtering_ray_ids``)."""
+        in_memory = SimpleNamespace(n_rays=all_rays.shape[0], rays_at=lambda ids: all_rays[ids])
+        kept = self.filtering_ray_ids(in_memory, None, N_samples, chunk, bbox_only)
+        if len(kept) == all_rays.shape[0]:
             return all_rays, all_rgbs
-        return all_rays[keep], all_rgbs[keep]
+        return all_rays[kept], all_rgbs[kept]
 
     # ------------------------------------------------------------------ forward
     def execute(
