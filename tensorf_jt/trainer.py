@@ -17,6 +17,7 @@ import datetime
 import math
 import os
 import resource
+import signal
 import statistics
 import sys
 import time
@@ -27,7 +28,7 @@ import numpy as np
 import jittor as jt
 from tqdm.auto import tqdm
 
-from tensorf_jt import kernels
+from tensorf_jt import distributed, kernels
 from tensorf_jt.checkpoint import (checkpoint_dict, load_checkpoint, model_from_checkpoint, save_atomically,
                                    save_checkpoint)
 from tensorf_jt.dataLoader import RayBatchDataset, load_split, prepare_dataset
@@ -111,6 +112,10 @@ class Trainer:
     def __init__(self, args, state: dict | None = None, logfolder: str | None = None) -> None:
         self.args = args
         self._check_args()
+        distributed.check_launch(args.batch_size)
+        self.main_rank = distributed.is_main()  # the rank that writes files and shows progress
+        if not self.main_rank:
+            warnings.simplefilter("ignore")  # one rank speaks for all
         kernels.set_kernels(args.kernels)
         seed_everything(args.seed)
         prepare_dataset(args)
@@ -128,7 +133,8 @@ class Trainer:
         self.events: list[tuple[int, str]] = []
         self.recent_psnrs: list[float] = []  # train PSNRs since the last progress row
         self.test_psnr, self.last_psnr = 0.0, 0.0
-        self.stop_signal: int | None = None
+        self.stop_signal: int | None = None  # SIGINT / SIGTERM received (by any rank, once agreed)
+        self.stop_agreed = False  # every rank knows the run stops: the loop's only stop test
         self.ray_batches: RayBatchDataset | None = None
         self.ray_keep: np.ndarray | None = None  # which of the dataset's training rays are trained on
         self.lr_scale = 1.0  # learning rates relative to the schedule's; the NaN guard halves it
@@ -159,7 +165,8 @@ class Trainer:
             stamp = datetime.datetime.now().strftime("-%Y%m%d-%H%M%S") if args.add_timestamp else ""
             folder = os.path.join(args.basedir, f"{args.expname}{stamp}")
         try:
-            os.makedirs(os.path.join(folder, "imgs_vis"), exist_ok=True)
+            if self.main_rank:
+                os.makedirs(os.path.join(folder, "imgs_vis"), exist_ok=True)
         except OSError as err:
             raise ConfigError(f"Cannot create the log folder '{folder}' ({err.strerror}); "
                               "choose a writable --basedir.") from None
@@ -173,6 +180,7 @@ class Trainer:
         self.nSamples = min(args.nSamples, cal_n_samples(self.reso_cur, args.step_ratio))
         self.model = self._build_model(aabb)
         self.model.jitter_samples = args.perturb > 0
+        self._synchronise_model()
         self.optimizer = make_optimizer(self.model, args.lr_init, args.lr_basis)
         self.L1_reg_weight = args.L1_weight_inital
         self.TV_weight_density, self.TV_weight_app = args.TV_weight_density, args.TV_weight_app
@@ -198,7 +206,8 @@ class Trainer:
         """Train on the dataset's rays where ``keep`` is true (all for None), with a fresh sampler."""
         self.ray_keep = keep
         rows = None if keep is None else np.flatnonzero(keep)
-        self.ray_batches = RayBatchDataset(self.train_dataset, self.args.batch_size, seed=self.args.seed, rows=rows)
+        self.ray_batches = RayBatchDataset(self.train_dataset, self.args.batch_size, seed=self.args.seed, rows=rows,
+                                           part=(distributed.rank(), distributed.world_size()))
         self._batch_iter = iter(self.ray_batches)
 
     def _filter_training_rays(self, bbox_only: bool) -> int:
@@ -211,7 +220,7 @@ class Trainer:
         kept = self.model.filtering_ray_ids(self.train_dataset, rows, bbox_only=bbox_only)
         keep = np.zeros(self.train_dataset.n_rays, dtype=bool)
         keep[kept] = True
-        self._set_training_rays(keep)
+        self._set_training_rays(distributed.broadcast_array(keep))
         return len(kept)
 
     # ------------------------------------------------------- state and resume
@@ -238,6 +247,7 @@ class Trainer:
         args = self.args
         self.model = model_from_checkpoint(snapshot["model"], source="The training state")
         self.model.jitter_samples = args.perturb > 0
+        self._synchronise_model()
         schedule = snapshot["schedule"]
         self.reso_cur, self.reso_mask = list(schedule["reso_cur"]), list(schedule["reso_mask"])
         self.nSamples = int(schedule["nSamples"])
@@ -285,7 +295,7 @@ class Trainer:
             self._recover(self.iteration - 1, f"parameters {', '.join(bad[:3])} are not finite")
             return False
         self._snapshot = self._capture()
-        if save:
+        if save and self.main_rank:
             save_atomically(self._state_file(self._snapshot), self.state_path)
         return True
 
@@ -331,7 +341,7 @@ class Trainer:
         with stage("batch"):
             rays, rgbs = next(self._batch_iter)
         rgb_map, _ = self.model(rays, white_bg=self.white_bg, is_train=True, ndc_ray=self.ndc_ray,
-                                N_samples=self.nSamples)
+                                N_samples=self.nSamples, jitter=self._batch_jitter())
         mse = jt.sqr(rgb_map - rgbs).mean()
         with stage("backward"):
             self.optimizer.zero_grad()
@@ -342,12 +352,32 @@ class Trainer:
                 group["lr"] = group["lr"] * self.lr_factor
         return float(mse.item())
 
+    def _batch_jitter(self) -> jt.Var | None:
+        """This rank's share of the batch's per-ray sample jitter, drawn for the whole batch so that
+        the shares are the numbers one process would draw; None (the model draws) without MPI."""
+        if distributed.world_size() == 1 or not self.model.jitter_samples or self.ndc_ray:
+            return None
+        return jt.rand(self.ray_batches.rays_per_batch)[self.ray_batches.share]
+
+    def _synchronise_model(self) -> None:
+        """Give every rank rank 0's parameters and alpha grid after the model is built, restored or
+        changed by a grid event. The ranks compute the same numbers anyway; this keeps them equal
+        even where a computation's floating-point order is not fixed (atomic adds on GPUs)."""
+        if distributed.world_size() == 1:
+            return
+        variables = list(self.model.state_dict().values())
+        if self.model.alphaMask is not None:
+            variables.append(self.model.alphaMask.alpha_volume)
+        distributed.broadcast(variables)
+
     # ------------------------------------------------------------------ events
     def update_alpha_mask(self, iteration: int) -> None:
         with jt.no_grad():
             if int(np.prod(self.reso_cur)) < 256 ** 3:
                 self.reso_mask = self.reso_cur
             new_aabb = self.model.updateAlphaMask(tuple(self.reso_mask))
+            if new_aabb is not None:  # every rank shrinks to rank 0's box, so all grids keep one shape
+                new_aabb = distributed.broadcast_array(new_aabb)
             if new_aabb is not None:
                 occupied = 100 * self.model.alphaMask.occupied_fraction()
                 self.events.append((iteration, f"alpha mask {list(self.reso_mask)}, {occupied:.1f}% occupied"))
@@ -359,9 +389,11 @@ class Trainer:
                     self._restart_optimizer_keeping_lr()
                     self.events.append((iteration, f"shrink to grid {self.model.gridSize}"))
                 self.L1_reg_weight = self.args.L1_weight_rest
-            if self.schedule.filters_rays(iteration) and not self.ndc_ray:
+        self._synchronise_model()
+        if self.schedule.filters_rays(iteration) and not self.ndc_ray:
+            with jt.no_grad():
                 kept = self._filter_training_rays(bbox_only=False)
-                self.events.append((iteration, f"ray filtering kept {kept} rays"))
+            self.events.append((iteration, f"ray filtering kept {kept} rays"))
 
     def _restart_optimizer_keeping_lr(self) -> None:
         """New Adam over the model's current tensors at the current learning rates.
@@ -378,12 +410,15 @@ class Trainer:
         self.reso_cur = N_to_reso(self.schedule.voxels_after_upsample(iteration), self.model.aabb)
         self.nSamples = min(args.nSamples, cal_n_samples(self.reso_cur, args.step_ratio))
         self.model.upsample_volume_grid(self.reso_cur)
+        self._synchronise_model()
         lr_scale = 1.0 if args.lr_upsample_reset else args.lr_decay_target_ratio ** (iteration / args.n_iters)
         lr_scale *= self.lr_scale
         self.optimizer = make_optimizer(self.model, args.lr_init * lr_scale, args.lr_basis * lr_scale)
         self.events.append((iteration, f"upsample to {self.reso_cur}"))
 
     def visualize(self, iteration: int) -> float:
+        if not self.main_rank:
+            return self.test_psnr
         summary = evaluate(self.test_dataset, self.model, os.path.join(self.logfolder, "imgs_vis"),
                            N_vis=self.args.N_vis, prefix=f"{iteration:06d}_", N_samples=self.nSamples,
                            white_bg=self.white_bg, compute_extra_metrics=False, chunk=self.args.chunk_size,
@@ -405,6 +440,12 @@ class Trainer:
         tick = time.time()
         mse = self.train_step()
         self.step_times.append(time.time() - tick)
+        # Every rank leaves this step with the mean loss over the ranks' shares (the whole
+        # batch's) and with one decision on stopping, so that all take the same path below.
+        mse, stop = distributed.mean_and_any(mse, self.stop_signal is not None)
+        if stop:
+            self.stop_agreed = True
+            self.stop_signal = self.stop_signal or signal.SIGTERM  # another rank was asked to stop
         if not math.isfinite(mse):
             self._recover(iteration, f"the loss is {mse}")
             return
@@ -425,7 +466,8 @@ class Trainer:
         if self.schedule.upsamples(iteration):
             self.upsample(iteration)
         for event_iteration, text in self.events[self._logged_events:]:
-            progress.write(f"[{event_iteration}] {text}")
+            if self.main_rank:
+                progress.write(f"[{event_iteration}] {text}")
             self.train_log.row(self, event_iteration, event=text)
         self._logged_events = len(self.events)
         self.iteration += 1
@@ -440,15 +482,16 @@ class Trainer:
     def run(self) -> TrainResult:
         args = self.args
         self._started = time.time() - self._elapsed_before
-        self.train_log = TrainingLog(self.logfolder, rows=self._log_rows, elapsed_s=self._elapsed_before)
+        self.train_log = TrainingLog(self.logfolder, rows=self._log_rows, elapsed_s=self._elapsed_before,
+                                     write=self.main_rank)
         self.step_times: list[float] = []
         progress = tqdm(total=args.n_iters, initial=self.iteration, miniters=args.progress_refresh_rate,
-                        file=sys.stdout, dynamic_ncols=True)
+                        file=sys.stdout, dynamic_ncols=True, disable=not self.main_rank)
         try:
             with stop_requests(self._request_stop):
                 self._checkpoint(save=False)
                 while True:
-                    if self.iteration < args.n_iters and self.stop_signal is None:
+                    if self.iteration < args.n_iters and not self.stop_agreed:
                         self._run_iteration(progress)
                     elif self._checkpoint(save=True):  # finished or asked to stop: save, unless a tensor went bad
                         break
@@ -461,8 +504,13 @@ class Trainer:
             explain_jittor_error(err, args, f"training (iteration {self.iteration})")
             raise
         progress.close()
-        checkpoint = save_checkpoint(self.model, os.path.join(self.logfolder, f"{args.expname}.th"),
-                                     train_args=vars(args))
+        distributed.barrier()  # rank 0 has saved the state before any rank can leave
+        if distributed.world_size() > 1:
+            state = self.model.state_dict()
+            distributed.check_ranks_agree(list(state.values()), list(state))
+        checkpoint = os.path.join(self.logfolder, f"{args.expname}.th")
+        if self.main_rank:
+            save_checkpoint(self.model, checkpoint, train_args=vars(args))
         settled = self.step_times[len(self.step_times) // 10:]  # leave out the first steps' kernel compiles
         result = TrainResult(
             logfolder=self.logfolder, checkpoint=checkpoint, state=self.state_path, iterations=self.iteration,
@@ -470,7 +518,7 @@ class Trainer:
             seconds_per_iter_median=statistics.median(settled) if settled else float("nan"),
             peak_rss_mb=peak_rss_mb(), final_train_psnr=self.last_psnr, events=list(self.events),
             stopped_by_signal=self.stop_signal)
-        if self.stop_signal is None:
+        if self.stop_signal is None and self.main_rank:
             try:
                 self._render_results(result)
             except (RuntimeError, MemoryError) as err:

@@ -30,18 +30,19 @@ COLUMNS = ("iteration", "wall_time_s", "mse", "train_psnr", "test_psnr", "lr_gri
 class TrainingLog:
     """Rows of one training run in ``folder``; ``close()`` writes the JSON copy and the plot."""
 
-    def __init__(self, folder: str, rows: Sequence[dict] = (), elapsed_s: float = 0.0) -> None:
+    def __init__(self, folder: str, rows: Sequence[dict] = (), elapsed_s: float = 0.0, write: bool = True) -> None:
         """A new log; a resumed run passes its earlier ``rows`` (written first) and the training
-        time already spent, ``elapsed_s``, from which ``wall_time_s`` continues."""
+        time already spent, ``elapsed_s``, from which ``wall_time_s`` continues. ``write`` False
+        keeps the rows in memory only (the ranks of a data-parallel run other than rank 0)."""
         self.folder = folder
         self.rows: list[dict] = []
         self._started = time.time() - elapsed_s
-        self._handle = open(os.path.join(folder, CSV_NAME), "w", newline="", encoding="utf-8")
-        self._writer = csv.DictWriter(self._handle, fieldnames=COLUMNS)
-        self._writer.writeheader()
+        self._handle = open(os.path.join(folder, CSV_NAME), "w", newline="", encoding="utf-8") if write else None
+        self._writer = csv.DictWriter(self._handle, fieldnames=COLUMNS) if write else None
+        if write:
+            self._writer.writeheader()
         for record in rows:
             self._write(dict(record))
-        self._handle.flush()
 
     def row(self, trainer: Trainer, iteration: int, mse: float | None = None, train_psnr: float | None = None,
             test_psnr: float | None = None, event: str = "") -> dict:
@@ -64,11 +65,14 @@ class TrainingLog:
 
     def _write(self, record: dict) -> None:
         self.rows.append(record)
-        self._writer.writerow({key: "" if value is None else value for key, value in record.items()})
-        self._handle.flush()
+        if self._handle is not None:
+            self._writer.writerow({key: "" if value is None else value for key, value in record.items()})
+            self._handle.flush()
 
     def close(self) -> None:
         """Close the CSV, write every row to ``train_log.json`` and plot PSNR to ``train_psnr.png``."""
+        if self._handle is None:
+            return
         self._handle.close()
         with open(os.path.join(self.folder, JSON_NAME), "w", encoding="utf-8") as handle:
             json.dump(self.rows, handle, indent=1)

@@ -110,7 +110,7 @@ def test_packed_samples_are_exactly_the_reference_samples(with_mask):
     volume = (np.random.default_rng(5).uniform(size=(6, 7, 8)) > 0.6).astype(np.float32)
     mask = AlphaGridMask(jt.array(AABB * 0.9), jt.array(volume)) if with_mask else None
     rays_o, rays_d = rays[:, :3], rays[:, 3:6]
-    xyz, z, inside = sample_along_rays(rays_o, rays_d, aabb, (2.0, 6.0), 0.05, 90, jitter=False)
+    xyz, z, inside = sample_along_rays(rays_o, rays_d, aabb, (2.0, 6.0), 0.05, 90, jitter=None)
     keep = inside.numpy()
     if mask is not None:
         with kernels.use_kernels("reference"):

@@ -41,7 +41,7 @@ def test_box_intersection_hand_computed():
 def test_samples_start_at_clamped_entry_and_step_evenly():
     rays_o = jt.array(np.array([[-4, 0, 0], [-10, 0.5, 0]], np.float32))
     rays_d = jt.array(np.array([[1, 0, 0], [1, 0, 0]], np.float32))
-    xyz, z, inside = sample_along_rays(rays_o, rays_d, jt.array(AABB), (2.0, 6.0), 0.25, 40, jitter=False)
+    xyz, z, inside = sample_along_rays(rays_o, rays_d, jt.array(AABB), (2.0, 6.0), 0.25, 40, jitter=None)
     z = z.numpy()
     np.testing.assert_allclose(z[0], 2.5 + 0.25 * np.arange(40), atol=1e-5)
     np.testing.assert_allclose(z[1], 6.0 + 0.25 * np.arange(40), atol=1e-5)  # entry 8.5 clamped to far
@@ -54,7 +54,7 @@ def test_samples_start_at_clamped_entry_and_step_evenly():
 def test_jitter_shifts_each_ray_by_one_fraction_of_a_step():
     rays_o = jt.array(np.tile(np.array([[-4, 0, 0]], np.float32), (64, 1)))
     rays_d = jt.array(np.tile(np.array([[1, 0, 0]], np.float32), (64, 1)))
-    _, z, _ = sample_along_rays(rays_o, rays_d, jt.array(AABB), (2.0, 6.0), 0.25, 10, jitter=True)
+    _, z, _ = sample_along_rays(rays_o, rays_d, jt.array(AABB), (2.0, 6.0), 0.25, 10, jitter=jt.rand(rays_o.shape[0]))
     shift = (z.numpy() - (2.5 + 0.25 * np.arange(10))) / 0.25
     assert np.allclose(shift, shift[:, :1], atol=1e-4), "all samples of a ray move together"
     assert shift.min() >= 0 and shift.max() < 1 and shift.std() > 0.1

@@ -1,15 +1,18 @@
 """Ctrl-C on a real ``python train.py``: it finishes the step, saves, says how to resume, and exits 130."""
 import csv
+import ctypes
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from conftest import REPO_ROOT, run_python
 from test_resume import N_ITERS, tiny_argv
 
 from tensorf_jt.bootstrap import CHOSEN_ENV
+from tensorf_jt.guards import stop_requests
 from tensorf_jt.resume import read_state
 
 
@@ -57,3 +60,31 @@ def test_sigint_saves_prints_how_to_resume_and_the_run_resumes(tiny_scene, tmp_p
     with open(folder / "train_log.csv", newline="") as handle:
         progress = [int(row["iteration"]) for row in csv.DictReader(handle) if row["train_psnr"]]
     assert progress == list(range(N_ITERS)), "one progress row per iteration, none twice"
+
+
+def test_a_stop_request_does_not_break_the_system_call_it_lands_in():
+    """Jittor's C++ does not retry an interrupted call (waiting for its compile lock, say): while
+    stop requests are caught, a signal must let the call carry on, not fail it with EINTR."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    read_end, write_end = os.pipe()
+    requests = []
+    main_thread = threading.main_thread().ident
+
+    def signal_then_write():
+        time.sleep(0.3)
+        signal.pthread_kill(main_thread, signal.SIGTERM)  # lands in the main thread's blocked read()
+        time.sleep(0.3)
+        os.write(write_end, b"x")
+
+    try:
+        with stop_requests(requests.append):
+            helper = threading.Thread(target=signal_then_write)
+            helper.start()
+            got = libc.read(read_end, ctypes.create_string_buffer(1), 1)
+            error = ctypes.get_errno()
+            helper.join()
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert got == 1, f"read() failed with {os.strerror(error)}"
+    assert requests == [signal.SIGTERM]

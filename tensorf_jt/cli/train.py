@@ -39,10 +39,13 @@ def _main(argv: list[str]) -> int:
         with jittor_error_hints(args, "rendering"):
             render_checkpoint(args, explicit, render=bool(args.render_only), layout="reference")
         return 0
+    from tensorf_jt import distributed
     from tensorf_jt.guards import jittor_error_hints
     from tensorf_jt.trainer import train
     with jittor_error_hints(args, "preparing training"):  # the trainer names the iteration once it runs
         result = train(args, explicit)
+    if not distributed.is_main():  # under mpirun, rank 0 reports for all, and its status is the job's
+        return 0
     if result.stopped_by_signal is not None:
         print(f"{signal.Signals(result.stopped_by_signal).name}: training stopped after {result.iterations} "
               f"iterations. Saved the training state '{result.state}' and the model '{result.checkpoint}'.\n"

@@ -60,9 +60,12 @@ class RayBatchDataset(Dataset):
 
     ``rows`` lists the source's ray numbers to train on (None: all of them); batches are
     drawn from a permutation of that list, as the reference draws from its filtered arrays.
+    ``part`` = (i, n) (data-parallel training) keeps only the i-th of n equal consecutive
+    shares of every batch: each process draws the same batches and serves its own share.
     """
 
-    def __init__(self, source: RaySource, batch_size: int, seed: int = 0, rows: np.ndarray | None = None) -> None:
+    def __init__(self, source: RaySource, batch_size: int, seed: int = 0, rows: np.ndarray | None = None,
+                 part: tuple[int, int] = (0, 1)) -> None:
         super().__init__()
         if batch_size <= 0:
             raise ConfigError(f"batch_size must be positive, got {batch_size}.")
@@ -72,6 +75,12 @@ class RayBatchDataset(Dataset):
         if self.n_rays == 0:
             raise DatasetError("There are no training rays to sample from.")
         self.rays_per_batch = min(int(batch_size), self.n_rays)
+        index, parts = part
+        if self.rays_per_batch % parts:
+            raise ConfigError(f"{self.rays_per_batch} rays per batch do not split into {parts} equal shares; "
+                              f"use a batch_size that is a multiple of {parts}.")
+        size = self.rays_per_batch // parts
+        self.share = slice(index * size, (index + 1) * size) if parts > 1 else None
         self._rng = np.random.default_rng(seed)
         self._epoch_rng_state: dict | None = None  # generator state before this epoch's permutation
         self._order: np.ndarray | None = None
@@ -84,10 +93,12 @@ class RayBatchDataset(Dataset):
         self._position = 0
 
     def ray_ids(self, batch_index: int) -> np.ndarray:
-        """The source's ray numbers in batch ``batch_index`` of the current epoch."""
+        """The source's ray numbers in batch ``batch_index`` of the current epoch (this share of it)."""
         if self._order is None:
             self._start_epoch()
         ids = self._order[batch_index * self.rays_per_batch:(batch_index + 1) * self.rays_per_batch]
+        if self.share is not None:
+            ids = ids[self.share]
         return ids if self.rows is None else self.rows[ids]
 
     def __getitem__(self, batch_index: int) -> tuple[np.ndarray, np.ndarray]:

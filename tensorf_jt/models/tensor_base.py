@@ -311,7 +311,7 @@ class TensorBase(nn.Module):
                 hit = rays_hit_alpha(rays_o, rays_d, t_start, self.alphaMask, self.stepSize, N_samples)
             else:
                 xyz, _, _ = sample_along_rays(rays_o, rays_d, self._aabb_var, self.near_far,
-                                              self.stepSize, N_samples, jitter=False)
+                                              self.stepSize, N_samples, jitter=None)
                 alpha = self.alphaMask.sample_alpha(xyz.reshape(-1, 3)).reshape(xyz.shape[:2])
                 hit = (alpha > 0).any(-1)
             return hit.numpy()
@@ -354,7 +354,7 @@ class TensorBase(nn.Module):
     # ------------------------------------------------------------------ forward
     def execute(
         self, rays_chunk: jt.Var, white_bg: bool = True, is_train: bool = False, ndc_ray: bool = False,
-        N_samples: int = -1,
+        N_samples: int = -1, jitter: jt.Var | None = None,
     ) -> tuple[jt.Var, jt.Var]:
         """Render rays [R, 6] (origin, direction) -> rgb_map [R, 3], depth_map [R].
 
@@ -363,13 +363,19 @@ class TensorBase(nn.Module):
         shade only samples whose weight exceeds ``rayMarch_weight_thres``. The fused kernels
         do this on packed samples, the reference path on the dense [R, S] sample grid.
         ``ndc_ray`` rays (forward-facing scenes) are sampled in NDC space on the dense grid by
-        both paths; the fused field kernels still evaluate them.
+        both paths; the fused field kernels still evaluate them. In training, each ray's
+        samples shift by a random fraction of a step, drawn here unless ``jitter`` [R] gives
+        them (the data-parallel trainer passes each rank its share of one draw per batch).
         """
         n_samples = N_samples if N_samples > 0 else self.nSamples
         white = white_bg or (is_train and float(np.random.rand()) < 0.5)
+        if is_train and self.jitter_samples and not ndc_ray:
+            jitter = jt.rand(rays_chunk.shape[0]) if jitter is None else jitter
+        else:
+            jitter = None
         if kernels.fused_enabled() and not ndc_ray:
-            return self._render_packed(rays_chunk, white, is_train, n_samples)
-        return self._render_dense(rays_chunk, white, is_train, n_samples, ndc_ray)
+            return self._render_packed(rays_chunk, white, n_samples, jitter)
+        return self._render_dense(rays_chunk, white, is_train, n_samples, ndc_ray, jitter)
 
     def _shade(self, points: jt.Var, viewdirs: jt.Var) -> jt.Var:
         """Colour [M, 3] of normalised points [M, 3] seen along viewdirs [M, 3]."""
@@ -378,7 +384,8 @@ class TensorBase(nn.Module):
         with stage("shading"):
             return self.renderModule(points, viewdirs, features)
 
-    def _render_dense(self, rays_chunk: jt.Var, white: bool, is_train: bool, n_samples: int, ndc_ray: bool = False):
+    def _render_dense(self, rays_chunk: jt.Var, white: bool, is_train: bool, n_samples: int, ndc_ray: bool = False,
+                      jitter: jt.Var | None = None):
         rays_o, viewdirs = rays_chunk[:, :3], rays_chunk[:, 3:6]
         n_rays = rays_chunk.shape[0]
         with stage("sampling"):
@@ -392,7 +399,7 @@ class TensorBase(nn.Module):
                 viewdirs = viewdirs / ray_norm
             else:
                 xyz, z_vals, inside = sample_along_rays(rays_o, viewdirs, self._aabb_var, self.near_far,
-                                                        self.stepSize, n_samples, jitter=is_train and self.jitter_samples)
+                                                        self.stepSize, n_samples, jitter=jitter)
                 dists = sample_distances(z_vals)
             xyz = xyz.reshape(-1, 3)
             valid = _flat_indices(inside)
@@ -417,13 +424,13 @@ class TensorBase(nn.Module):
             rgb_map, depth_map, _ = compositing.accumulate(weights, rgb, z_vals, rays_chunk[:, -1], white)
         return rgb_map, depth_map
 
-    def _render_packed(self, rays_chunk: jt.Var, white: bool, is_train: bool, n_samples: int):
+    def _render_packed(self, rays_chunk: jt.Var, white: bool, n_samples: int, jitter: jt.Var | None):
         n_rays = rays_chunk.shape[0]
         rays_o, viewdirs = rays_chunk[:, :3], rays_chunk[:, 3:6]
         with stage("sampling"):
             t_enter, _ = ray_box_intersection(rays_o, viewdirs, self._aabb_var)
             t_start = t_enter.clamp(min_v=self.near_far[0], max_v=self.near_far[1])
-            jitter = jt.rand(n_rays) if is_train and self.jitter_samples else jt.zeros(n_rays, dtype="float32")
+            jitter = jt.zeros(n_rays, dtype="float32") if jitter is None else jitter
             samples = march_rays(rays_o, viewdirs, t_start, jitter, self._aabb_var, self.alphaMask,
                                  self.stepSize, n_samples)
         rgb_sum = jt.zeros((n_rays, 3), dtype="float32")

