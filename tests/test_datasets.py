@@ -113,6 +113,24 @@ def test_ray_batches_cover_each_epoch_without_repeats():
         RayBatchDataset(ArrayRays(rays, rgbs), batch_size=0)
 
 
+@pytest.mark.parametrize("n_rays, batch_size, rays_per_batch", [(100, 30, 30), (25, 30, 24)])
+def test_the_shares_of_a_batch_together_are_the_batch_one_process_draws(n_rays, batch_size, rays_per_batch):
+    """Data-parallel shares: same permutation, consecutive equal parts; with fewer rays than a
+    batch, as many as split evenly (25 rays over 3 processes: 24)."""
+    rays = np.arange(n_rays * 6, dtype=np.float32).reshape(n_rays, 6)
+    source = ArrayRays(rays, rays[:, :3].copy())
+    parts = [RayBatchDataset(source, batch_size, seed=4, part=(index, 3)) for index in range(3)]
+    whole = RayBatchDataset(source, batch_size - batch_size % 3, seed=4)
+    for batch in range(len(parts[0])):
+        union = np.concatenate([part.ray_ids(batch) for part in parts])
+        assert len(union) == rays_per_batch
+        np.testing.assert_array_equal(union, whole.ray_ids(batch)[:rays_per_batch])
+    with pytest.raises(ConfigError, match=r"batch_size \(31\) does not split into 3 equal shares"):
+        RayBatchDataset(source, 31, part=(0, 3))
+    with pytest.raises(DatasetError, match="2 training rays cannot be shared among 3 processes"):
+        RayBatchDataset(ArrayRays(rays[:2], rays[:2, :3]), 30, part=(0, 3))
+
+
 def median_batch_seconds(batches: RayBatchDataset, count: int = 20) -> float:
     """Median time to get one batch onto Jittor's device, after a first one."""
     stream = iter(batches)

@@ -68,7 +68,7 @@ def test_injected_compiler_failure_is_reported_with_its_command(tmp_path):
     assert "FIRST FAILURE: probe 'import_and_basics'" in (out / "bisect_report.txt").read_text()
 
 
-def test_list_names_every_probe(tmp_path, bisect):
+def test_list_names_every_probe(bisect):
     result = run_python([str(BISECT), "--list"], timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     listed = [line.split()[0] for line in result.stdout.splitlines() if line.strip()]

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, run_python
 from test_resume import tiny_argv
+from tensorf_jt import distributed
 from tensorf_jt.bootstrap import CHOSEN_ENV, rank_settings
 from tensorf_jt.checkpoint import read_checkpoint
 from tensorf_jt.resume import read_state
@@ -204,18 +205,30 @@ def test_a_rank_that_fails_brings_the_job_down_with_its_message(tiny_scene, tmp_
 
 
 def test_a_launcher_without_jittor_mpi_is_refused(tiny_scene, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in CHOSEN_ENV}
-    env.update(PYTHONPATH=str(REPO_ROOT), PMI_SIZE="2")  # an MPI launcher Jittor does not run under
-    result = subprocess.run([sys.executable, "train.py", *tiny_argv(tiny_scene, tmp_path / "log")], cwd=REPO_ROOT,
-                            env=env, capture_output=True, text=True, timeout=300)
+    result = run_python(["train.py", *tiny_argv(tiny_scene, tmp_path / "log")],  # PMI: a launcher Jittor ignores
+                        env={"PMI_SIZE": "2"}, timeout=300)
     assert result.returncode == 2
     assert "started by mpirun as one of 2, but Jittor runs without MPI" in result.stderr
     assert not (tmp_path / "log").exists()
 
 
 def test_ranks_share_a_machines_cores_and_gpus():
-    assert rank_settings(1, None, None, 16, 8, "/venv/bin/mpicc") == {}
-    assert rank_settings(4, 1, 2, 16, 1, "/venv/bin/mpicc") == {"OMP_NUM_THREADS": "8",
-                                                                "mpicc_path": "/venv/bin/mpicc"}
-    assert rank_settings(2, None, None, 2, 0, None) == {"OMP_NUM_THREADS": "1"}
-    assert rank_settings(8, 5, 4, 64, 4, None) == {"OMP_NUM_THREADS": "16", "CUDA_VISIBLE_DEVICES": "1"}
+    assert rank_settings(1, None, None, 16, 8, "/venv/bin/mpicc", nccl=True) == {}
+    assert rank_settings(4, 1, 2, 16, 0, "/venv/bin/mpicc", nccl=True) == {"OMP_NUM_THREADS": "8",
+                                                                           "mpicc_path": "/venv/bin/mpicc"}
+    assert rank_settings(2, None, None, 2, 0, None, nccl=False) == {"OMP_NUM_THREADS": "1"}
+    assert rank_settings(8, 5, 4, 64, 4, None, nccl=True) == {"OMP_NUM_THREADS": "16", "device_id": "1",
+                                                              "use_nccl": "1"}
+    assert rank_settings(2, 1, 2, 8, 1, None, nccl=False) == {"OMP_NUM_THREADS": "4"}  # one GPU: shared
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 8, 9, 100, 1001])
+def test_rank_parts_cover_every_item_once_and_pack_into_whole_bytes(monkeypatch, count):
+    parts = []
+    for index in range(3):
+        monkeypatch.setattr(distributed, "world_size", lambda: 3)
+        monkeypatch.setattr(distributed, "rank", lambda index=index: index)
+        parts.append(distributed.share_of(count))
+    assert parts[0].start == 0 and parts[-1].stop == count
+    assert all(a.stop == b.start for a, b in zip(parts, parts[1:]))
+    assert all(part.start % 8 == 0 for part in parts)

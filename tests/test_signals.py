@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from conftest import REPO_ROOT, run_python
 from test_resume import N_ITERS, tiny_argv
@@ -70,8 +71,14 @@ def test_a_stop_request_does_not_break_the_system_call_it_lands_in():
     requests = []
     main_thread = threading.main_thread().ident
 
+    def blocked_in_read() -> bool:  # the main thread waits in a system call on our pipe
+        fields = Path(f"/proc/self/task/{threading.main_thread().native_id}/syscall").read_text().split()
+        return len(fields) > 1 and fields[0] != "running" and int(fields[1], 16) == read_end
+
     def signal_then_write():
-        time.sleep(0.3)
+        deadline = time.time() + 10
+        while not blocked_in_read() and time.time() < deadline:
+            time.sleep(0.01)
         signal.pthread_kill(main_thread, signal.SIGTERM)  # lands in the main thread's blocked read()
         time.sleep(0.3)
         os.write(write_end, b"x")

@@ -43,13 +43,14 @@ SCENE_SIZE="${SCENE_SIZE:-800}"
 SUPERSAMPLING="${SUPERSAMPLING:-1}"         # anti-aliasing rays per pixel and axis (2: 4x the render time)
 PROFILE_STEPS="${PROFILE_STEPS:-10}"        # extra steps timed per stage after training (0: none)
 DEADLINE="${DEADLINE:-560}"                 # seconds after the start by which everything must end
+ITERS="${ITERS:-1500}"                      # training iterations of each side-by-side run
 mkdir -p "$OUT" "$LOGS" "$WORK"
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
 started=$(date +%s)
 stamp() { echo "[$(date +%T) +$(( $(date +%s) - started ))s] $*"; }
 left() { local s=$(( DEADLINE - ($(date +%s) - started) )); echo $(( s > 1 ? s : 1 )); }
 # Lego's schedule compressed tenfold: upsampling at 200..700 (300^3 from 701), masks at 200, 400.
-SCHEDULE=(--n_iters "${ITERS:-1500}" --upsamp_list 200 --upsamp_list 300 --upsamp_list 400 --upsamp_list 550
+SCHEDULE=(--n_iters "$ITERS" --upsamp_list 200 --upsamp_list 300 --upsamp_list 400 --upsamp_list 550
           --upsamp_list 700 --update_AlphaMask_list 200 --update_AlphaMask_list 400)
 SCENE="$WORK/scene_$SCENE_SIZE"
 

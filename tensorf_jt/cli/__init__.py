@@ -26,7 +26,9 @@ def exit_process(main: Callable[[], int]) -> NoReturn:
 
     After a failure the process ends at once: Jittor's exit handlers (which wait for its
     compiler threads and the GPU) are skipped, since a fatal error may have left either
-    stuck. Every file the run writes is complete by then (written atomically and closed).
+    stuck. What is on disk stays readable: checkpoints and states are written atomically, and
+    the training log's CSV is flushed row by row (its JSON copy and plot are written only by
+    a run that ends normally).
     An unexpected exception prints its traceback and exits with status 1.
     """
     try:

@@ -17,7 +17,8 @@ import numpy as np
 
 from tensorf_jt.dataLoader.camera_checks import check_field_of_view, check_pose
 from tensorf_jt.dataLoader.camera_paths import orbit_path
-from tensorf_jt.dataLoader.views import ViewDataset, fit_pixels, read_all_pixels, warn_if_already_downsampled
+from tensorf_jt.dataLoader.views import (ViewDataset, fit_pixels, read_all_pixels, read_pixels,
+                                        warn_if_already_downsampled)
 from tensorf_jt.errors import DatasetError
 from tensorf_jt.rays import blender_pose_to_opencv, focal_from_fov, get_ray_directions
 
@@ -78,23 +79,20 @@ class BlenderDataset(ViewDataset):
 
     def _load_frames(self, camera_angle_x: float, frames: list[dict]) -> None:
         self.image_paths = [self._image_path(frame["file_path"]) for frame in frames]
-        images = read_all_pixels(self.image_paths)
-        full_h, full_w = images[0][0].shape[:2]
+        full_h, full_w = read_pixels(self.image_paths[0])[0].shape[:2]
         warn_if_already_downsampled((full_w, full_h), self.downsample, (800, 800))
         w, h = int(full_w / self.downsample), int(full_h / self.downsample)
         self.img_wh = (w, h)
         self.focal = focal_from_fov(full_w, camera_angle_x) * w / full_w
         self.intrinsics = np.array([[self.focal, 0.0, w / 2.0], [0.0, self.focal, h / 2.0], [0.0, 0.0, 1.0]])
 
-        pixels, scales, poses, depths = [], [], [], []
-        for frame, path, (image, scale) in zip(frames, self.image_paths, images):
-            image, scale = fit_pixels(image, scale, path, (full_w, full_h), f"'{self.image_paths[0]}' is", (w, h))
-            pixels.append(image)
-            scales.append(scale)
+        pixels, scales = zip(*read_all_pixels(self.image_paths, fit=lambda path, image, scale: fit_pixels(
+            image, scale, path, (full_w, full_h), f"'{self.image_paths[0]}' is", (w, h))))
+        poses, depths = [], []
+        for frame in frames:
             poses.append(blender_pose_to_opencv(frame["transform_matrix"]))
             if "depth_path" in frame:
                 depths.append(self._load_depth(frame["depth_path"], (w, h)))
-        del images
         self.poses = np.stack(poses).astype(np.float32)
         self.all_depths = np.stack(depths) if len(depths) == len(frames) else None
         directions = get_ray_directions(h, w, (self.focal, self.focal))

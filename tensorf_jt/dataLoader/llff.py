@@ -166,8 +166,8 @@ class LLFFDataset(ViewDataset):
 
     def _load_images(self) -> None:
         w, h = self.img_wh
-        pixels, scales = [], []
-        for path, (image, scale) in zip(self.image_paths, read_all_pixels(self.image_paths)):
+
+        def fit(path: str, image: np.ndarray, scale: np.float32) -> tuple[np.ndarray, np.float32]:
             image[..., 3] = scale  # LLFF images are RGB; ignore any alpha (the reference converts to RGB)
             image_h, image_w = image.shape[:2]
             if abs(image_w / image_h - w / h) > 0.02 * w / h:
@@ -175,9 +175,10 @@ class LLFFDataset(ViewDataset):
                     f"Image '{path}' is {image_w}x{image_h}, but poses_bounds.npy describes "
                     f"{w}x{h} at downsample {self.downsample:g} (another aspect ratio): wrong images folder?")
             if (image_w, image_h) != (w, h):
-                image, scale = resize_pixels(image, scale, (w, h)), np.float32(255)
-            pixels.append(image)
-            scales.append(scale)
+                return resize_pixels(image, scale, (w, h)), np.float32(255)
+            return image, scale
+
+        pixels, scales = zip(*read_all_pixels(self.image_paths, fit=fit))
         poses = self.all_poses[self.image_ids]
         self.poses = poses.astype(np.float32)
         self.store_views(pixels, scales, poses, self.directions, ndc=(self.focal[0], NDC_NEAR))

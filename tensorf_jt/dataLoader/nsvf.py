@@ -26,7 +26,8 @@ import os
 
 import numpy as np
 
-from tensorf_jt.dataLoader.views import ViewDataset, fit_pixels, read_all_pixels, warn_if_already_downsampled
+from tensorf_jt.dataLoader.views import (ViewDataset, fit_pixels, read_all_pixels, read_pixels,
+                                        warn_if_already_downsampled)
 from tensorf_jt.dataLoader.camera_checks import check_finite, check_pose, check_positive
 from tensorf_jt.dataLoader.camera_paths import orbit_path
 from tensorf_jt.dataLoader.llff import IMAGE_EXTENSIONS
@@ -183,8 +184,7 @@ class NSVFDataset(ViewDataset):
                 [os.path.join(pose_dir, name) for name in poses])
 
     def _load(self, pose_paths: list[str]) -> None:
-        images = read_all_pixels(self.image_paths)
-        full_h, full_w = images[0][0].shape[:2]
+        full_h, full_w = read_pixels(self.image_paths[0])[0].shape[:2]
         warn_if_already_downsampled((full_w, full_h), self.downsample, self.original_size)
         w, h = int(full_w / self.downsample), int(full_h / self.downsample)
         if w < 1 or h < 1:
@@ -197,13 +197,8 @@ class NSVFDataset(ViewDataset):
         directions = get_ray_directions(h, w, self.focal, center=(cx * sx, cy * sy))
         self.directions = directions / np.linalg.norm(directions, axis=-1, keepdims=True)
 
-        pixels, scales = [], []
-        for image_path, (image, scale) in zip(self.image_paths, images):
-            image, scale = fit_pixels(image, scale, image_path, (full_w, full_h), f"'{self.image_paths[0]}' is",
-                                      (w, h))
-            pixels.append(image)
-            scales.append(scale)
-        del images
+        pixels, scales = zip(*read_all_pixels(self.image_paths, fit=lambda path, image, scale: fit_pixels(
+            image, scale, path, (full_w, full_h), f"'{self.image_paths[0]}' is", (w, h))))
         poses = np.stack([read_pose(path) for path in pose_paths])
         self.poses = poses.astype(np.float32)
         self.store_views(pixels, scales, poses, self.directions)

@@ -66,7 +66,7 @@ def read_json(path: str) -> dict:
             shape = None
         if shape != (4, 4):
             raise DatasetError(f"Frame {index} of '{path}': 'transform_matrix' must be a 4x4 matrix of "
-                               f"finite numbers.")
+                               f"numbers.")
         check_pose(frame["transform_matrix"], f"frame {index} ('{frame['file_path']}') of '{path}'")
     return meta
 
@@ -187,12 +187,8 @@ class OwnDataDataset(ViewDataset):
     def _load_frames(self, frames: list[dict]) -> None:
         w, h = self.img_wh
         self.image_paths = [self._image_path(frame["file_path"]) for frame in frames]
-        pixels, scales = [], []
-        for path, (image, scale) in zip(self.image_paths, read_all_pixels(self.image_paths)):
-            image, scale = fit_pixels(image, scale, path, self.full_wh, f"'{self.transforms_path}' says ('w', 'h')",
-                                      (w, h))
-            pixels.append(image)
-            scales.append(scale)
+        pixels, scales = zip(*read_all_pixels(self.image_paths, fit=lambda path, image, scale: fit_pixels(
+            image, scale, path, self.full_wh, f"'{self.transforms_path}' says ('w', 'h')", (w, h))))
         poses = np.stack([self._pose(frame) for frame in frames])
         self.poses = poses.astype(np.float32)
         self.store_views(pixels, scales, poses, self.directions)

@@ -74,11 +74,14 @@ class RayBatchDataset(Dataset):
         self.n_rays = source.n_rays if rows is None else len(self.rows)
         if self.n_rays == 0:
             raise DatasetError("There are no training rays to sample from.")
-        self.rays_per_batch = min(int(batch_size), self.n_rays)
         index, parts = part
-        if self.rays_per_batch % parts:
-            raise ConfigError(f"{self.rays_per_batch} rays per batch do not split into {parts} equal shares; "
-                              f"use a batch_size that is a multiple of {parts}.")
+        if batch_size % parts:
+            raise ConfigError(f"batch_size ({batch_size}) does not split into {parts} equal shares; "
+                              f"use a multiple of {parts}.")
+        # Fewer rays than a batch (a tiny scene, or after ray filtering): as many as split evenly.
+        self.rays_per_batch = min(int(batch_size), self.n_rays - self.n_rays % parts)
+        if self.rays_per_batch == 0:
+            raise DatasetError(f"{self.n_rays} training rays cannot be shared among {parts} processes.")
         size = self.rays_per_batch // parts
         self.share = slice(index * size, (index + 1) * size) if parts > 1 else None
         self._rng = np.random.default_rng(seed)

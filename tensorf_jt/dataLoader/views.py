@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import imageio.v3 as iio
 import numpy as np
@@ -48,20 +49,23 @@ def read_pixels(path: str) -> tuple[np.ndarray, np.float32]:
     return np.ascontiguousarray(image[..., :4]), scale
 
 
-def read_all_pixels(paths: list[str]) -> list[tuple[np.ndarray, np.float32]]:
+Fit = Callable[[str, np.ndarray, np.float32], tuple[np.ndarray, np.float32]]
+
+
+def read_all_pixels(paths: list[str], fit: Fit | None = None) -> list[tuple[np.ndarray, np.float32]]:
     """``read_pixels`` of every path, decoded in parallel threads (PNG and JPEG decoding runs
-    outside the GIL); errors are raised for the first failing path in order."""
+    outside the GIL); errors are raised for the first failing path in order. ``fit(path,
+    pixels, scale)`` checks and resizes each image as soon as it is decoded, so that only the
+    fitted images are held at once, not every full-size one."""
+    def read(path: str) -> tuple[np.ndarray, np.float32]:
+        pixels, scale = read_pixels(path)
+        return (pixels, scale) if fit is None else fit(path, pixels, scale)
+
     workers = min(len(paths), os.cpu_count() or 1)
     if workers <= 1:
-        return [read_pixels(path) for path in paths]
+        return [read(path) for path in paths]
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(read_pixels, paths))
-
-
-def read_rgba(path: str) -> np.ndarray:
-    """An image as float32 [H, W, 4] in [0, 1]; images without alpha get an opaque one."""
-    pixels, scale = read_pixels(path)
-    return pixels.astype(np.float32) / scale
+        return list(pool.map(read, paths))
 
 
 def resize_pixels(pixels: np.ndarray, scale: np.float32, size_wh: tuple[int, int]) -> np.ndarray:
@@ -72,11 +76,6 @@ def resize_pixels(pixels: np.ndarray, scale: np.float32, size_wh: tuple[int, int
     """
     as_uint8 = np.round((pixels.astype(np.float32) / scale) * 255).astype(np.uint8)
     return np.asarray(Image.fromarray(as_uint8, mode="RGBA").resize(size_wh, Image.LANCZOS))
-
-
-def resize_rgba(image: np.ndarray, size_wh: tuple[int, int]) -> np.ndarray:
-    """Resize an RGBA float image in [0, 1] (``resize_pixels`` on float pixels); float32 out."""
-    return resize_pixels(image, np.float32(1), size_wh).astype(np.float32) / np.float32(255)
 
 
 def composite_on_white(rgba: np.ndarray) -> np.ndarray:

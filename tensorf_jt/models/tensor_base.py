@@ -9,7 +9,6 @@ narrow calls -- normalised points [N, 3] in, density features [N] or appearance 
 from __future__ import annotations
 
 import warnings
-from types import SimpleNamespace
 
 import numpy as np
 import jittor as jt
@@ -17,6 +16,7 @@ from jittor import nn
 
 from tensorf_jt import compositing, kernels
 from tensorf_jt.alpha_grid import AlphaGridMask, binarize_alpha, occupied_bounds
+from tensorf_jt.dataLoader.ray_batches import ArrayRays
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.kernels.compositing import composite_weights, segment_sum
 from tensorf_jt.kernels.ray_marching import march_rays, rays_hit_alpha
@@ -57,6 +57,18 @@ def as_trainable(var: jt.Var) -> jt.Var:
 def _flat_indices(mask: jt.Var) -> jt.Var:
     """Positions (int32) of the true entries of a boolean mask, flattened."""
     return jt.where(mask.reshape(-1))[0]
+
+
+def kept_ray_ids(hit: np.ndarray, ray_ids: np.ndarray | None = None) -> np.ndarray:
+    """The numbers of the rays ``hit`` marks (``ray_ids[i]`` for mark i; i itself for None).
+    If none is marked, all are kept and a warning says so, as the reference's filter does
+    not leave a scene without training rays."""
+    if not hit.any():
+        warnings.warn("Ray filtering would remove every training ray; keeping them all. "
+                      "Check the dataset's scene box and camera poses.")
+        return np.arange(len(hit)) if ray_ids is None else np.asarray(ray_ids)
+    kept = np.flatnonzero(hit)
+    return kept if ray_ids is None else np.asarray(ray_ids)[kept]
 
 
 class TensorBase(nn.Module):
@@ -316,26 +328,30 @@ class TensorBase(nn.Module):
                 hit = (alpha > 0).any(-1)
             return hit.numpy()
 
+    def ray_hit_mask(self, source, ray_ids: np.ndarray | slice, N_samples: int = 256, chunk: int = 10240 * 5,
+                     bbox_only: bool = False) -> np.ndarray:
+        """For each of the ``source``'s rays numbered ``ray_ids`` (an array, or a slice of all its
+        ray numbers), whether it can see anything (``rays_hit``). ``source`` makes rays by number
+        (``ViewDataset.rays_at``), a chunk at a time, so no array of every ray is built."""
+        if isinstance(ray_ids, slice):
+            first, stop, _ = ray_ids.indices(source.n_rays)
+            total = max(stop - first, 0)
+        else:
+            first, total = 0, len(ray_ids)
+        hit = np.zeros(total, dtype=bool)
+        for start in range(0, total, chunk):
+            ids = (np.arange(first + start, first + min(start + chunk, total)) if isinstance(ray_ids, slice)
+                   else ray_ids[start:start + chunk])
+            hit[start:start + len(ids)] = self.rays_hit(source.rays_at(ids), N_samples, bbox_only)
+        return hit
+
     def filtering_ray_ids(self, source, ray_ids: np.ndarray | None = None, N_samples: int = 256,
                           chunk: int = 10240 * 5, bbox_only: bool = False) -> np.ndarray:
         """The reference's ``filtering_rays`` over rays made on demand: of the ``source``'s rays
         numbered ``ray_ids`` (None: all ``source.n_rays``), the numbers of those that can see
-        anything (``rays_hit``), in order. ``source`` makes rays by number (``ViewDataset.rays_at``),
-        a chunk at a time, so no array of every ray is built. If no ray would remain, all are
-        kept and a warning says so.
-        """
-        total = source.n_rays if ray_ids is None else len(ray_ids)
-        keep = np.zeros(total, dtype=bool)
-        for start in range(0, total, chunk):
-            ids = (np.arange(start, min(start + chunk, total)) if ray_ids is None
-                   else ray_ids[start:start + chunk])
-            keep[start:start + len(ids)] = self.rays_hit(source.rays_at(ids), N_samples, bbox_only)
-        if not keep.any():
-            warnings.warn("Ray filtering would remove every training ray; keeping them all. "
-                          "Check the dataset's scene box and camera poses.")
-            return np.arange(total) if ray_ids is None else np.asarray(ray_ids)
-        kept = np.flatnonzero(keep)
-        return kept if ray_ids is None else np.asarray(ray_ids)[kept]
+        anything, in order (``ray_hit_mask``, then ``kept_ray_ids``)."""
+        hit = self.ray_hit_mask(source, slice(None) if ray_ids is None else ray_ids, N_samples, chunk, bbox_only)
+        return kept_ray_ids(hit, ray_ids)
 
     def filtering_rays(
         self, all_rays: np.ndarray, all_rgbs: np.ndarray, N_samples: int = 256,
@@ -345,8 +361,7 @@ class TensorBase(nn.Module):
         and colours in memory: returns the kept rays and colours (numpy). If no ray would
         remain, all are kept and a warning says so. The trainer filters by number instead
         (``filtering_ray_ids``)."""
-        in_memory = SimpleNamespace(n_rays=all_rays.shape[0], rays_at=lambda ids: all_rays[ids])
-        kept = self.filtering_ray_ids(in_memory, None, N_samples, chunk, bbox_only)
+        kept = self.filtering_ray_ids(ArrayRays(all_rays, all_rgbs), None, N_samples, chunk, bbox_only)
         if len(kept) == all_rays.shape[0]:
             return all_rays, all_rgbs
         return all_rays[kept], all_rgbs[kept]
