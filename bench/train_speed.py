@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from timing import one_off_seconds, phase_summary  # noqa: E402
 
 
-def run_worker(config: str, kernels: str, iters: int | None, profile_steps: int, extra: list[str]) -> dict:
+def run_worker(config: str, kernels: str, iters: int | None, profile_steps: int, basedir: str,
+               extra: list[str]) -> dict:
     """Train with ``--kernels kernels`` in this process and return the figures."""
     import tensorf_jt  # noqa: F401  (configures Jittor before it is imported)
     import jittor as jt
@@ -47,7 +48,7 @@ def run_worker(config: str, kernels: str, iters: int | None, profile_steps: int,
     from tensorf_jt.trainer import Trainer, peak_rss_mb
 
     argv = ["--config", config, "--kernels", kernels, "--expname", f"speed_{kernels}",
-            "--basedir", str(ROOT / "bench" / "out"), "--render_test", "1", "--N_vis", "0", *extra]
+            "--basedir", basedir, "--render_test", "1", "--N_vis", "0", *extra]
     if iters:
         argv += ["--n_iters", str(iters)]
     args = parse_args(argv)
@@ -233,6 +234,7 @@ def main() -> int:
     parser.add_argument("--original_python", default=None, help="Python with PyTorch for --original")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "train_speed.json"))
     parser.add_argument("--logs", default=str(ROOT / "bench" / "out" / "logs"), help="folder for each run's log")
+    parser.add_argument("--basedir", default=str(ROOT / "bench" / "out"), help="folder for the runs' outputs")
     parser.add_argument("--stop_on_failure", action="store_true", help="skip the remaining runs after a failed one")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
@@ -240,7 +242,8 @@ def main() -> int:
     args.extra = extra[1:] if extra[:1] == ["--"] else extra
 
     if args.worker:
-        print("RESULT " + json.dumps(run_worker(args.config, args.kernels, args.iters, args.profile_steps, args.extra)))
+        print("RESULT " + json.dumps(run_worker(args.config, args.kernels, args.iters, args.profile_steps, args.basedir,
+                                                 args.extra)))
         return 0
     if args.prepare:
         print("PREPARED " + json.dumps(prepare(args.config, args.datadir)))
@@ -256,14 +259,15 @@ def main() -> int:
     logs = Path(args.logs)
     runs = []
     for path in [p for p in args.kernels.split(",") if p]:
+        # shared[:2] is the config, which the worker gets by its own flag
         command = [sys.executable, __file__, "--worker", "--config", args.config, "--kernels", path,
-                   "--profile_steps", str(args.profile_steps), "--", *shared[2:]]  # shared[:2]: the config
+                   "--profile_steps", str(args.profile_steps), "--basedir", args.basedir, "--", *shared[2:]]
         runs.append((command, f"tensorf_jt with --kernels {path}", logs / f"tensorf_jt_{path}.log", None))
     if args.original:
         out = tempfile.mkdtemp(prefix="original_tensorf_")
         command = [args.original_python, str(ROOT / "bench" / "original_tensorf.py"), "--tensorf_dir", args.original,
                    "--out", os.path.join(out, "result.json"), "--", *shared, *original_only,
-                   "--expname", "speed_original", "--basedir", str(ROOT / "bench" / "out"), "--render_test", "1",
+                   "--expname", "speed_original", "--basedir", args.basedir, "--render_test", "1",
                    "--N_vis", "0"]
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the original runs in its own Python
         runs.append((command, "the original PyTorch TensoRF", logs / "original.log", env))

@@ -29,21 +29,25 @@
 #   auto (default): steps 1-2, then 3 if ours did not train; check: never 3; diagnose: 1 and 3.
 # $OUT receives gpu_check.log, logs.tar.gz (every log), the results' JSON and, after a
 # diagnosis, jtcache.tar.* (Jittor's compiled cache).
+# Exit status 0: tensorf_jt trained (whatever became of the original); 1: it did not.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE="${1:-auto}"
 OUT="${OUT:-/tmp/gpu_check_out}"
-LOGS=/tmp/gpu_check_logs
-WORK=/tmp/gpu_check_work
-# Knobs for a dry run of this script's flow on a machine without a GPU (with TENSORF_JT_CPU=1):
+# Knobs for a dry run of this script's flow on a machine without a GPU (with TENSORF_JT_CPU=1;
+# tests/test_gpu_check.py runs it so):
+SCRATCH="${SCRATCH:-/tmp}"                  # where the logs, the scene and the training outputs go
 PYTHON="${PYTHON:-python3}"                 # the Python that runs Jittor
 SKIP_INSTALL="${SKIP_INSTALL:-0}"           # 1: Jittor is already importable by $PYTHON
 ORIGINAL_PYTHON="${ORIGINAL_PYTHON:-}"      # a Python with torch for the original (default: the machine's)
+ORIGINAL="${ORIGINAL:-.ref/TensoRF}"        # the original's checkout; "none": train ours alone
 SCENE_SIZE="${SCENE_SIZE:-800}"
 SUPERSAMPLING="${SUPERSAMPLING:-1}"         # anti-aliasing rays per pixel and axis (2: 4x the render time)
 PROFILE_STEPS="${PROFILE_STEPS:-10}"        # extra steps timed per stage after training (0: none)
 DEADLINE="${DEADLINE:-560}"                 # seconds after the start by which everything must end
 ITERS="${ITERS:-1500}"                      # training iterations of each side-by-side run
+LOGS="$SCRATCH/gpu_check_logs"
+WORK="$SCRATCH/gpu_check_work"
 mkdir -p "$OUT" "$LOGS" "$WORK"
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
 started=$(date +%s)
@@ -97,7 +101,7 @@ if [ -z "$ORIGINAL_PYTHON" ]; then  # the machine's own Python, with its own CUD
 fi
 
 parts=(.jtcache/jtcache.tar.*)
-if [ -e "${parts[0]}" ]; then
+if [ -e "${parts[0]}" ] && [ "${TENSORF_JT_CPU:-0}" != 1 ]; then  # a GPU machine's cache
   case "${parts[0]}" in *.zst.*) decompress=(zstd -d -q) ;; *.xz.*) decompress=(xz -d) ;; *) decompress=(gzip -d) ;; esac
   mkdir -p "$HOME/.cache" && cat "${parts[@]}" | "${decompress[@]}" | tar -x -C "$HOME/.cache" \
     && stamp "restored Jittor's cache from an earlier call"
@@ -138,14 +142,18 @@ if [ "$MODE" = diagnose ]; then
 else
   [ -n "${scene_job:-}" ] && { wait "$scene_job"; cat "$LOGS/scene.log"; }
   stamp "lego's model at lego's scale: tensorf_jt (fused kernels), then the original PyTorch TensoRF ($(left) s left)"
+  original=(--original "$ORIGINAL" --original_python "$ORIGINAL_PYTHON")
+  [ "$ORIGINAL" = none ] && original=()
   timeout "$(left)" "$PYTHON" bench/train_speed.py --config configs/lego.txt --datadir "$SCENE" --kernels fused \
-      --profile_steps "$PROFILE_STEPS" --original .ref/TensoRF --original_python "$ORIGINAL_PYTHON" --stop_on_failure \
+      --profile_steps "$PROFILE_STEPS" "${original[@]}" --stop_on_failure --basedir "$WORK/runs" \
       --out "$OUT/train_speed.json" --logs "$LOGS/train_speed" -- "${SCHEDULE[@]}" 2>&1 | tee "$LOGS/train_speed.log"
   pkill -f "train_speed.py --worker"; pkill -f original_tensorf.py  # whatever the deadline cut short
-  if [ "$MODE" = auto ] && ! grep -q '"tensorf_jt' "$OUT/train_speed.json" 2>/dev/null; then
+  trained=0; grep -q '"tensorf_jt' "$OUT/train_speed.json" 2>/dev/null && trained=1
+  if [ "$MODE" = auto ] && [ $trained = 0 ]; then
     diagnose  # ours did not train
   else
     pack
   fi
 fi
 stamp "done"
+[ "${trained:-0}" = 1 ]  # the exit status: whether tensorf_jt trained

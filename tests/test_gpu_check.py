@@ -1,0 +1,34 @@
+"""tools/gpu_check.sh's flow on the CPU (its dry-run knobs), so that a GPU session's few minutes
+are not lost to a script that broke since the last one: scene, training, table, logs."""
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+from conftest import REPO_ROOT
+
+
+def test_the_gpu_check_trains_ours_and_reports_on_the_cpu(tmp_path):
+    from tensorf_jt.bootstrap import CHOSEN_ENV
+
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in CHOSEN_ENV}
+    env.update(TENSORF_JT_CPU="1", SKIP_INSTALL="1", PYTHON=sys.executable, ORIGINAL="none", SCRATCH=str(tmp_path),
+               OUT=str(out), SCENE_SIZE="16", ITERS="12", PROFILE_STEPS="1", DEADLINE="500")
+    done = subprocess.run(["bash", str(REPO_ROOT / "tools" / "gpu_check.sh"), "check"], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+    results = json.loads((out / "train_speed.json").read_text())
+    assert [r["implementation"] for r in results] == ["tensorf_jt (fused)"]
+    result = results[0]
+    assert result["iterations"] == 12 and result["use_cuda"] == 0 and result["final_grid_s_per_iter"] > 0
+    assert result["test_psnr"] > 0 and set(result["stages_ms"]) >= {"field", "backward", "optimizer"}
+    log = (out / "gpu_check.log").read_text()
+    assert "| tensorf_jt (fused) |" in log and "Jittor is ready: JITTOR_READY 0" in log
+    assert "104 views of 16x16" in log
+    with tarfile.open(out / "logs.tar.gz") as logs:
+        names = logs.getnames()
+    assert "gpu_check_logs/train_speed/tensorf_jt_fused.log" in names and "gpu_check_logs/scene.log" in names
+    assert (tmp_path / "gpu_check_work" / "runs" / "speed_fused" / "speed_fused.th").is_file()
