@@ -45,7 +45,8 @@ def run_worker(config: str, kernels: str, iters: int | None, profile_steps: int,
     import jittor as jt
     from tensorf_jt import profiling
     from tensorf_jt.config import parse_args
-    from tensorf_jt.trainer import Trainer, peak_rss_mb
+    from tensorf_jt.memory import peak_rss_mb
+    from tensorf_jt.trainer import Trainer
 
     argv = ["--config", config, "--kernels", kernels, "--expname", f"speed_{kernels}",
             "--basedir", basedir, "--render_test", "1", "--N_vis", "0", *extra]

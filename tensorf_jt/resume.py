@@ -39,7 +39,7 @@ STATE_FORMAT = "tensorf_jt-state/1"
 # where files go, what is shown or rendered, or how often things are saved, not the training.
 MAY_CHANGE_ON_RESUME = frozenset({
     "config", "resume", "ckpt", "basedir", "add_timestamp", "datadir", "save_every", "progress_refresh_rate",
-    "verbose", "gc_every", "chunk_size", "kernels", "N_vis", "vis_every", "render_test", "render_train",
+    "verbose", "gc_every", "gc_growth", "chunk_size", "kernels", "N_vis", "vis_every", "render_test", "render_train",
     "render_path", "render_only", "export_mesh",
 })
 

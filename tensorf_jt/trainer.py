@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime
 import math
 import os
-import resource
 import signal
 import statistics
 import sys
@@ -37,6 +36,7 @@ from tensorf_jt.evaluation import evaluate, evaluate_path
 from tensorf_jt.guards import (MAX_NONFINITE_IN_A_ROW, SNAPSHOT_EVERY_WITHOUT_SAVES, TrainingDiverged,
                                explain_jittor_error, nonfinite_parameters, stop_requests)
 from tensorf_jt.losses import mse_to_psnr
+from tensorf_jt.memory import CacheTrim, default_gc_every, free_memory, peak_rss_mb
 from tensorf_jt.models import MODELS, TensorBase
 from tensorf_jt.models.tensor_base import kept_ray_ids
 from tensorf_jt.optimizer import TorchAdam
@@ -64,17 +64,6 @@ def seed_iteration(seed: int, iteration: int) -> None:
     mixed = int(np.random.SeedSequence([seed, iteration]).generate_state(1)[0])
     jt.set_seed(mixed % (2 ** 31 - 1))
     np.random.seed(mixed)
-
-
-def free_memory() -> None:
-    """Drop Jittor's recorded graph and cached allocations (the ``--gc_every`` cleanup)."""
-    jt.clean_graph()
-    jt.sync_all()
-    jt.gc()
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def make_optimizer(model: TensorBase, lr_grid: float, lr_network: float) -> TorchAdam:
@@ -357,6 +346,9 @@ class Trainer:
             self.optimizer.step()
             for group in self.optimizer.param_groups:
                 group["lr"] = group["lr"] * self.lr_factor
+        # The whole step runs here, in one graph: without this, the update would wait for
+        # whatever next needs the parameters, and the step's time would land elsewhere.
+        jt.sync_all()
         return float(mse.item())
 
     def _batch_jitter(self) -> jt.Var | None:
@@ -446,6 +438,7 @@ class Trainer:
         tick = time.time()
         mse = self.train_step()
         self.step_times.append(time.time() - tick)
+        self.cache_trim.check()
         # Every rank leaves this step with the mean loss over the ranks' shares (the whole
         # batch's) and with one decision on stopping, so that all take the same path below.
         mse, stop = distributed.mean_and_any(mse, self.stop_signal is not None)
@@ -482,8 +475,9 @@ class Trainer:
         snapshot_every = args.save_every or SNAPSHOT_EVERY_WITHOUT_SAVES
         if self.iteration % snapshot_every == 0 and self.iteration < args.n_iters:
             self._checkpoint(save=args.save_every > 0)
-        if args.gc_every > 0 and self.iteration % args.gc_every == 0:
+        if self.gc_every > 0 and self.iteration % self.gc_every == 0:
             free_memory()
+            self.cache_trim.reset()
 
     def run(self) -> TrainResult:
         args = self.args
@@ -491,6 +485,8 @@ class Trainer:
         self.train_log = TrainingLog(self.logfolder, rows=self._log_rows, elapsed_s=self._elapsed_before,
                                      write=self.main_rank)
         self.step_times: list[float] = []
+        self.gc_every = default_gc_every() if args.gc_every is None else args.gc_every
+        self.cache_trim = CacheTrim(args.gc_growth)
         progress = tqdm(total=args.n_iters, initial=self.iteration, miniters=args.progress_refresh_rate,
                         file=sys.stdout, dynamic_ncols=True, disable=not self.main_rank)
         try:
