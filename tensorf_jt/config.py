@@ -103,10 +103,9 @@ def config_parser() -> configargparse.ArgumentParser:
     add("--kernels", type=str, default="fused", choices=["fused", "reference"],
         help="fused: custom C++/CUDA kernels on the hot path; reference: the same math in plain Jittor ops")
     add("--seed", type=int, default=20211202, help="seed of Python, numpy and Jittor RNGs")
-    add("--gc_every", type=int, default=None,
-        help="free Jittor's graph and cached memory every N iterations (0: never; default: 1 on the CPU, "
-             "500 on a GPU)")
-    add("--gc_growth", type=float, default=2.0,
+    add("--gc_every", type=int, default=500,
+        help="free Jittor's graph and cached memory every N iterations (0: never)")
+    add("--gc_growth", type=float, default=1.25,
         help="between those, free Jittor's cached memory whenever it holds this many times what it held "
              "after the last cleanup (0: never)")
     add("--chunk_size", type=int, default=4096, help="rays per chunk when rendering images")
@@ -171,7 +170,7 @@ def validate(args) -> None:
             raise ConfigError(f"{name} must be positive, got {getattr(args, name)}.")
     if args.save_every < 0:
         raise ConfigError(f"save_every must be 0 (save only at the end) or positive, got {args.save_every}.")
-    if args.gc_every is not None and args.gc_every < 0:
+    if args.gc_every < 0:
         raise ConfigError(f"gc_every must be 0 (never) or positive, got {args.gc_every}.")
     if args.gc_growth != 0 and args.gc_growth <= 1:
         raise ConfigError(f"gc_growth must be 0 (off) or above 1, got {args.gc_growth}.")

@@ -4,12 +4,12 @@ Jittor's allocator (``sfrl``) keeps every freed block for reuse, hands a block o
 request no larger than it, and gives nothing back until an allocation fails. While the
 samples a step keeps grow from step to step (as densities first appear, and after each
 upsampling), every step needs blocks a little larger than the cached ones: new ones are
-allocated and the old ones stay. On lego's config on the CPU (4096 rays, ~440 samples each)
-that held 11.7 GB by iteration 44, and 23 GB (the machine's all; killed) by iteration 60,
-where one step needs about 4 GB.
-On the CPU nothing fails before the system runs out; on a GPU the cache fills the device.
-So the trainer hands the cache back after every step on the CPU (``default_gc_every``) and,
-on a GPU, every 500 steps and whenever the cache has doubled (``CacheTrim``).
+allocated and the old ones stay. On lego's config on the CPU (4096 rays, ~440 samples each,
+a 64-pixel scene) that held 11.7 GB by iteration 44 and 20 GB by iteration 80, where one
+step needs about 4 GB; on a 24 GB machine a run was killed. On the CPU no allocation fails
+before the system runs out; on a GPU the cache fills the device. Handing the cache back after
+every step bounds it too, but then every step pays for fresh pages (1.5x the loop time there),
+so ``CacheTrim`` hands it back only once it has grown by a quarter.
 """
 from __future__ import annotations
 
@@ -24,14 +24,6 @@ def free_memory() -> None:
     jt.clean_graph()
     jt.sync_all()
     jt.gc()
-
-
-def default_gc_every() -> int:
-    """Iterations between full cleanups when ``--gc_every`` is not given: every one on the CPU,
-    where handing memory back and taking it again cost no measurable time and halved the peak
-    at lego's scale; 500 on a GPU, where each cleanup frees device memory that the next step
-    must allocate again."""
-    return 500 if jt.flags.use_cuda else 1
 
 
 def held_bytes() -> int:

@@ -36,7 +36,7 @@ from tensorf_jt.evaluation import evaluate, evaluate_path
 from tensorf_jt.guards import (MAX_NONFINITE_IN_A_ROW, SNAPSHOT_EVERY_WITHOUT_SAVES, TrainingDiverged,
                                explain_jittor_error, nonfinite_parameters, stop_requests)
 from tensorf_jt.losses import mse_to_psnr
-from tensorf_jt.memory import CacheTrim, default_gc_every, free_memory, peak_rss_mb
+from tensorf_jt.memory import CacheTrim, free_memory, peak_rss_mb
 from tensorf_jt.models import MODELS, TensorBase
 from tensorf_jt.models.tensor_base import kept_ray_ids
 from tensorf_jt.optimizer import TorchAdam
@@ -475,7 +475,7 @@ class Trainer:
         snapshot_every = args.save_every or SNAPSHOT_EVERY_WITHOUT_SAVES
         if self.iteration % snapshot_every == 0 and self.iteration < args.n_iters:
             self._checkpoint(save=args.save_every > 0)
-        if self.gc_every > 0 and self.iteration % self.gc_every == 0:
+        if args.gc_every > 0 and self.iteration % args.gc_every == 0:
             free_memory()
             self.cache_trim.reset()
 
@@ -485,7 +485,6 @@ class Trainer:
         self.train_log = TrainingLog(self.logfolder, rows=self._log_rows, elapsed_s=self._elapsed_before,
                                      write=self.main_rank)
         self.step_times: list[float] = []
-        self.gc_every = default_gc_every() if args.gc_every is None else args.gc_every
         self.cache_trim = CacheTrim(args.gc_growth)
         progress = tqdm(total=args.n_iters, initial=self.iteration, miniters=args.progress_refresh_rate,
                         file=sys.stdout, dynamic_ncols=True, disable=not self.main_rank)
