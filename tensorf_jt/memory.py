@@ -73,5 +73,5 @@ class CacheTrim:
         return True
 
     def reset(self) -> None:
-        """Forget the baseline (after a full cleanup, or when tensor sizes change)."""
+        """Forget the baseline: after a full cleanup it is measured again."""
         self.baseline = None
