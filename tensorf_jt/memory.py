@@ -8,7 +8,7 @@ allocated and the old ones stay. On lego's config on the CPU (4096 rays, ~440 sa
 a 64-pixel scene) that held 11.7 GB by iteration 44 and 20 GB by iteration 80, where one
 step needs about 4 GB; on a 24 GB machine a run was killed. On the CPU no allocation fails
 before the system runs out; on a GPU the cache fills the device. Handing the cache back after
-every step bounds it too, but then every step pays for fresh pages (1.5x the loop time there),
+every step bounds it too, but then every step pays for fresh pages (1.4x the loop time there),
 so ``CacheTrim`` hands it back only once it has grown by a quarter.
 """
 from __future__ import annotations
