@@ -52,7 +52,7 @@ def probe_allreduce(repeats: int = 10) -> None:
     optimizers do it, for the 128^3 and 300^3 models' tensor sizes."""
     import tensorf_jt  # noqa: F401  (sets Jittor's environment before Jittor is imported)
     import jittor as jt
-    from tensorf_jt import distributed
+    from tensorf_jt.runtime import distributed
     for side in (128, 300):
         count = lego_model_parameters(side)
         grads = [jt.rand(count // 4) for _ in range(4)]  # four tensors of the model's total size

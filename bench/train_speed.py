@@ -43,19 +43,19 @@ def run_worker(config: str, kernels: str, iters: int | None, profile_steps: int,
     """Train with ``--kernels kernels`` in this process and return the figures."""
     import tensorf_jt  # noqa: F401  (configures Jittor before it is imported)
     import jittor as jt
-    from tensorf_jt import profiling
-    from tensorf_jt.config import parse_args
-    from tensorf_jt.memory import peak_rss_mb
-    from tensorf_jt.trainer import Trainer
+    from tensorf_jt.runtime import profiling
+    from tensorf_jt.config import load_run_config
+    from tensorf_jt.runtime.memory import peak_rss_mb
+    from tensorf_jt.training.trainer import Trainer
 
     argv = ["--config", config, "--kernels", kernels, "--expname", f"speed_{kernels}",
             "--basedir", basedir, "--render_test", "1", "--N_vis", "0", *extra]
     if iters:
         argv += ["--n_iters", str(iters)]
-    args = parse_args(argv)
+    config = load_run_config(argv)
     started = time.time()
-    trainer = Trainer(args)
-    step_times: list[float | None] = [None] * args.n_iters
+    trainer = Trainer(config)
+    step_times: list[float | None] = [None] * config.schedule.n_iters
     original_step = trainer.train_step
 
     def timed_step() -> float:
@@ -72,7 +72,7 @@ def run_worker(config: str, kernels: str, iters: int | None, profile_steps: int,
             with profiling.collect() as stages:
                 for _ in range(profile_steps):
                     original_step()
-    phases = phase_summary(step_times, args.upsamp_list, args.n_iters)
+    phases = phase_summary(step_times, list(config.schedule.upsamp_list), config.schedule.n_iters)
     return {
         "implementation": f"tensorf_jt ({kernels})",
         "use_cuda": int(jt.flags.use_cuda),
@@ -141,24 +141,24 @@ def _run_and_collect(command: list[str], what: str, log_path: Path, env: dict | 
 def prepare(config: str, datadir: str | None) -> dict:
     """The config's dataset, generated if it is the demo scene (runs in a worker: it imports Jittor)."""
     import tensorf_jt  # noqa: F401
-    from tensorf_jt.config import parse_args
+    from tensorf_jt.config import load_run_config
     from tensorf_jt.dataLoader import prepare_dataset
 
-    parsed = parse_args(["--config", config] + (["--datadir", datadir] if datadir else []))
-    prepare_dataset(parsed)
-    dataset_name = "blender" if parsed.dataset_name == "demo" else parsed.dataset_name
-    prepared = {"dataset_name": dataset_name, "datadir": str(Path(parsed.datadir).resolve())}
+    data = load_run_config(["--config", config] + (["--datadir", datadir] if datadir else [])).data
+    prepare_dataset(data)
+    dataset_name = "blender" if data.dataset_name == "demo" else data.dataset_name
+    prepared = {"dataset_name": dataset_name, "datadir": str(Path(data.datadir).resolve())}
     if dataset_name == "blender":
         # The original's blender loader takes the images to be 800 pixels wide and divides that
         # by its downsample flag; ours divides the images' real size. Smaller images need the
         # original's flag to match (100-pixel images: 8), so that both train on the same pixels.
         from PIL import Image
 
-        with open(Path(parsed.datadir) / "transforms_train.json", encoding="utf-8") as handle:
+        with open(Path(data.datadir) / "transforms_train.json", encoding="utf-8") as handle:
             first = json.load(handle)["frames"][0]["file_path"]
-        with Image.open(Path(parsed.datadir) / f"{first}.png") as image:
+        with Image.open(Path(data.datadir) / f"{first}.png") as image:
             width = image.size[0]
-        prepared["original_downsample"] = 800.0 / width * parsed.downsample_train
+        prepared["original_downsample"] = 800.0 / width * data.downsample_train
     return prepared
 
 

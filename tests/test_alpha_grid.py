@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import jittor as jt
 
-from tensorf_jt.alpha_grid import AlphaGridMask, binarize_alpha, occupied_bounds
+from tensorf_jt.rendering.alpha_grid import AlphaGridMask, binarize_alpha, occupied_bounds
 from model_factory import AABB, tiny_model
 
 

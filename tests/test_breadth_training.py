@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import fake_datasets
-from tensorf_jt.config import parse_args
+from tensorf_jt.config import load_run_config
 from tensorf_jt.models import MODELS
 from tensorf_jt.models.shading import SHADING_MODES
-from tensorf_jt.trainer import Trainer, train
+from tensorf_jt.training.trainer import Trainer, train
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 TINY = ["--n_iters", "3", "--batch_size", "256", "--N_voxel_init", "4096", "--N_voxel_final", "8000",
@@ -24,7 +24,7 @@ CP_VARIANT = ["--model_name", "TensorCP", "--n_lamb_sigma", "96", "--n_lamb_sh",
 @pytest.mark.parametrize("shading", SHADING_MODES)
 def test_model_and_shading_mode_trains(model_name, shading, tiny_scene, tmp_path):
     app_dim = {"SH": "27", "RGB": "3"}.get(shading, "12")
-    args = parse_args(["--config", os.path.join(CONFIGS, "demo.txt"), "--datadir", tiny_scene,
+    args = load_run_config(["--config", os.path.join(CONFIGS, "demo.txt"), "--datadir", tiny_scene,
                        "--basedir", str(tmp_path), "--expname", "breadth", "--model_name", model_name,
                        "--shadingMode", shading, "--data_dim_color", app_dim, "--n_lamb_sigma", "4",
                        "--n_lamb_sh", "8", "--batch_size", "512", "--N_voxel_init", "4096",
@@ -56,7 +56,7 @@ def _reference_config_cases():
                          ids=lambda value: getattr(value, "__name__", None) if callable(value) else None)
 def test_reference_config_starts_training_on_its_format(config, make_dataset, variant, tiny_scene, tmp_path):
     datadir = tiny_scene if make_dataset is None else make_dataset(str(tmp_path / "data"))
-    args = parse_args(["--config", os.path.join(CONFIGS, config), "--datadir", datadir,
+    args = load_run_config(["--config", os.path.join(CONFIGS, config), "--datadir", datadir,
                        "--basedir", str(tmp_path / "log"), *TINY, *variant])
     result = train(args)
     assert result.iterations == 3 and math.isfinite(result.final_train_psnr)

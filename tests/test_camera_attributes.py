@@ -8,7 +8,7 @@ import pytest
 from fake_datasets import make_llff, make_nsvf, make_own_data, make_tankstemple
 from tensorf_jt.dataLoader import BlenderDataset, LLFFDataset, NSVFDataset, OwnDataDataset, TanksTempleDataset
 from tensorf_jt.dataLoader.demo_scene import DemoSceneSpec, generate
-from tensorf_jt.rays import BLENDER_TO_OPENCV
+from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 import jittor as jt
 
 from model_factory import rays_towards_box, tiny_model
-from tensorf_jt.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from tensorf_jt.formats.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from tensorf_jt.errors import CheckpointError
 
 

@@ -14,7 +14,7 @@ from fake_datasets import make_llff
 from model_factory import tiny_model
 from test_resume import tiny_argv
 
-from tensorf_jt.checkpoint import save_checkpoint
+from tensorf_jt.formats.checkpoint import save_checkpoint
 from tensorf_jt.cli.render import main as render_main
 from tensorf_jt.cli.train import main as train_main
 from tensorf_jt.dataLoader import BlenderDataset, LLFFDataset

@@ -13,7 +13,7 @@ from conftest import REPO_ROOT, run_python
 from model_factory import tiny_model
 from test_resume import tiny_argv
 
-from tensorf_jt.checkpoint import save_checkpoint
+from tensorf_jt.formats.checkpoint import save_checkpoint
 
 WRAPPER = '''\
 import runpy

@@ -2,7 +2,7 @@
 import numpy as np
 import jittor as jt
 
-from tensorf_jt.compositing import accumulate, raw2alpha
+from tensorf_jt.rendering.compositing import accumulate, raw2alpha
 
 
 def sigma_for(alphas, dist=1.0):

@@ -17,7 +17,7 @@ from tensorf_jt.dataLoader import (BlenderDataset, LLFFDataset, NSVFDataset, Own
 from tensorf_jt.dataLoader.camera_paths import average_pose, focus_depth, orbit_path
 from tensorf_jt.dataLoader.nsvf import read_intrinsics
 from tensorf_jt.errors import DatasetError
-from tensorf_jt.rays import get_ray_directions, get_ray_directions_blender, ndc_rays_blender
+from tensorf_jt.rendering.rays import get_ray_directions, get_ray_directions_blender, ndc_rays_blender
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 import colmap_to_transforms  # noqa: E402

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT
-from tensorf_jt.checkpoint import read_checkpoint
+from tensorf_jt.formats.checkpoint import read_checkpoint
 from tensorf_jt.cli.train import main
-from tensorf_jt.trainer import Trainer
+from tensorf_jt.training.trainer import Trainer
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
 N_ITERS = 40

@@ -2,7 +2,7 @@
 import numpy as np
 import jittor as jt
 
-from tensorf_jt.interpolation import bilinear_sample, linear_sample, trilinear_sample
+from tensorf_jt.rendering.interpolation import bilinear_sample, linear_sample, trilinear_sample
 
 from numpy_reference import corners_1d
 

@@ -3,13 +3,11 @@
 The texts below are Jittor 1.3.11's own (captured on this machine with a compiler that fails,
 paths shortened); the CUDA ones follow the same formats with Jittor's nvcc command.
 """
-from types import SimpleNamespace
-
 import pytest
 
-from tensorf_jt.guards import (KernelCompileFailed, OutOfMemory, explain_jittor_error, jittor_error_hints,
-                               save_error_report)
-from tensorf_jt.jittor_errors import compile_failure, out_of_memory_cause
+from tensorf_jt.config import load_run_config
+from tensorf_jt.runtime.jittor_errors import (KernelCompileFailed, OutOfMemory, compile_failure, explain_jittor_error,
+                                              jittor_error_hints, out_of_memory_cause, save_error_report)
 
 RED, RESET = "\x1b[38;5;1m", "\x1b[m"
 CACHE = "/root/.cache/jittor/jt1.3.11/g++12.2.0/py3.11.7/Linux-6.18.44-xe2/AMDEPYC/7b6b/main"
@@ -87,8 +85,8 @@ UNRELATED = ("Wrong inputs arguments, Please refer to examples(help(jt.ops.resha
 
 
 def args_for(tmp_path, expname="scene"):
-    return SimpleNamespace(basedir=str(tmp_path / "log"), expname=expname, batch_size=4096, chunk_size=8192,
-                           N_voxel_final=27000000)
+    return load_run_config(["--basedir", str(tmp_path / "log"), "--expname", expname, "--batch_size", "4096",
+                            "--chunk_size", "8192", "--N_voxel_final", "27000000"])
 
 
 # ------------------------------------------------------------------------ compile_failure
@@ -166,7 +164,7 @@ def test_unrelated_error_is_neither():
     assert compile_failure("") is None and out_of_memory_cause("") is None
 
 
-# ------------------------------------------------------------------------ the guards
+# ------------------------------------------------------------------------ the actionable errors
 def test_explain_raises_kernel_compile_failed_for_the_overcommit_text_and_keeps_the_report(tmp_path):
     args = args_for(tmp_path)
     with pytest.raises(KernelCompileFailed) as raised:
@@ -215,7 +213,7 @@ def test_report_falls_back_to_the_temp_folder(tmp_path, monkeypatch):
     (tmp_path / "tmp").mkdir()
     blocker = tmp_path / "file"
     blocker.write_text("")
-    args = SimpleNamespace(basedir=str(blocker / "log"), expname="x")
-    assert save_error_report(args, SERIAL) == str(tmp_path / "tmp" / "x_jittor_error.log")
+    config = load_run_config(["--basedir", str(blocker / "log"), "--expname", "x"])
+    assert save_error_report(config, SERIAL) == str(tmp_path / "tmp" / "x_jittor_error.log")
     assert (tmp_path / "tmp" / "x_jittor_error.log").read_text(encoding="utf-8") == SERIAL
-    assert save_error_report(SimpleNamespace(), "text") == str(tmp_path / "tmp" / "tensorf_jittor_error.log")
+    assert save_error_report(None, "text") == str(tmp_path / "tmp" / "tensorf_jittor_error.log")

@@ -9,8 +9,9 @@ import pytest
 import jittor as jt
 
 from model_factory import AABB, rays_towards_box, tiny_model
-from tensorf_jt import compositing, kernels
-from tensorf_jt.alpha_grid import AlphaGridMask
+from tensorf_jt import kernels
+from tensorf_jt.rendering import compositing
+from tensorf_jt.rendering.alpha_grid import AlphaGridMask
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.kernels.compositing import composite_weights, segment_sum
 from tensorf_jt.kernels.cp_field import cp_features
@@ -20,7 +21,7 @@ from tensorf_jt.kernels.source import kernel_source
 from tensorf_jt.kernels.vm_field import vm_features
 from tensorf_jt.models import TensorCP
 from tensorf_jt.models.shading import MLPRender, MLPRender_Fea, MLPRender_PE
-from tensorf_jt.sampling import ray_box_intersection, sample_along_rays, sample_distances
+from tensorf_jt.rendering.sampling import ray_box_intersection, sample_along_rays, sample_distances
 
 
 def assert_close(got, expected, rel, what=""):

@@ -14,7 +14,7 @@ import jittor as jt
 from fake_datasets import make_llff, make_nsvf, make_own_data, make_tankstemple
 from model_factory import tiny_model
 from tensorf_jt import kernels
-from tensorf_jt.alpha_grid import AlphaGridMask
+from tensorf_jt.rendering.alpha_grid import AlphaGridMask
 from tensorf_jt.dataLoader import (BlenderDataset, LLFFDataset, NSVFDataset, OwnDataDataset, RayBatchDataset,
                                    TanksTempleDataset)
 from tensorf_jt.dataLoader.demo_scene import DemoSceneSpec, generate

@@ -2,7 +2,7 @@
 import jittor as jt
 import pytest
 
-from tensorf_jt.memory import CacheTrim, held_bytes
+from tensorf_jt.runtime.memory import CacheTrim, held_bytes
 
 
 def test_trims_when_what_is_held_has_grown_past_the_factor_then_measures_again():

@@ -5,11 +5,11 @@ import jittor as jt
 
 from conftest import run_python
 from model_factory import AABB, tiny_model
-from tensorf_jt.checkpoint import save_checkpoint
+from tensorf_jt.formats.checkpoint import save_checkpoint
 from tensorf_jt.cli.render import main as render_main
 from tensorf_jt.cli.train import main as train_main
 from tensorf_jt.errors import CheckpointError
-from tensorf_jt.mesh import LEVEL, export_mesh, extract_mesh, extract_surface, write_ply
+from tensorf_jt.evaluation.mesh import LEVEL, export_mesh, extract_mesh, extract_surface, write_ply
 
 PLY_TYPES = {"float": "<f4", "uchar": "u1", "int": "<i4"}
 

@@ -4,9 +4,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tensorf_jt.metrics import gaussian_kernel, mean_abs_depth_error, psnr, ssim
-from tensorf_jt.schedules import N_to_reso, TrainingSchedule, cal_n_samples, lr_decay_factor, voxel_counts
-from tensorf_jt.visualize import depth_to_rgb
+from tensorf_jt.config import load_run_config
+from tensorf_jt.evaluation.metrics import gaussian_kernel, mean_abs_depth_error, psnr, ssim
+from tensorf_jt.training.schedules import N_to_reso, TrainingSchedule, cal_n_samples, lr_decay_factor, voxel_counts
+from tensorf_jt.evaluation.visualize import depth_to_rgb
 
 BOX = [[-1.5, -1.5, -1.5], [1.5, 1.5, 1.5]]
 
@@ -90,11 +91,9 @@ def test_step_size_matches_torch():
 def test_lr_decay_and_schedule_events():
     assert np.isclose(lr_decay_factor(0.1, 30000) ** 30000, 0.1)
 
-    class Args:
-        upsamp_list, update_AlphaMask_list = [20, 40], [10, 30]
-        N_voxel_init, N_voxel_final = 1000, 8000
-
-    schedule = TrainingSchedule.from_args(Args)
+    config = load_run_config(["--upsamp_list", "20", "--upsamp_list", "40", "--update_AlphaMask_list", "10",
+                              "--update_AlphaMask_list", "30", "--N_voxel_init", "1000", "--N_voxel_final", "8000"])
+    schedule = TrainingSchedule.from_config(config.schedule)
     assert schedule.shrinks(10) and not schedule.shrinks(30)
     assert schedule.filters_rays(30) and not schedule.filters_rays(10)
     assert schedule.upsamples(40) and schedule.voxels_after_upsample(40) == 8000

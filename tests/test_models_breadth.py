@@ -9,7 +9,7 @@ from tensorf_jt.errors import ConfigError
 from tensorf_jt.kernels import use_kernels
 from tensorf_jt.models import TensorCP, TensorVM, TensorVMSplit
 from tensorf_jt.models.shading import build_shader, sh_basis_degree2
-from tensorf_jt.sampling import sample_along_rays_ndc
+from tensorf_jt.rendering.sampling import sample_along_rays_ndc
 
 SMALL = dict(app_dim=5, shadingMode="MLP_Fea", view_pe=2, fea_pe=2, featureC=8, density_shift=-1.0)
 

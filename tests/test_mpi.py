@@ -1,5 +1,5 @@
 """Data-parallel training under ``mpirun`` on 2 CPU ranks: the same training as one process,
-identical ranks, rank 0 alone writing, clean stops and failures (tensorf_jt/distributed.py)."""
+identical ranks, rank 0 alone writing, clean stops and failures (tensorf_jt/runtime/distributed.py)."""
 import json
 import os
 import signal
@@ -13,10 +13,10 @@ import pytest
 
 from conftest import REPO_ROOT, run_python
 from test_resume import tiny_argv
-from tensorf_jt import distributed
+from tensorf_jt.runtime import distributed
 from tensorf_jt.bootstrap import CHOSEN_ENV, rank_settings
-from tensorf_jt.checkpoint import read_checkpoint
-from tensorf_jt.resume import read_state
+from tensorf_jt.formats.checkpoint import read_checkpoint
+from tensorf_jt.training.state import read_state
 
 MPIRUN = Path(sys.executable).parent / "mpirun"
 needs_mpi = pytest.mark.skipif(not MPIRUN.exists(), reason="MPI is not installed: pip install -e '.[mpi]'")
@@ -80,12 +80,12 @@ import json, sys
 import numpy as np
 import tensorf_jt
 import jittor as jt
-from tensorf_jt import distributed
-from tensorf_jt.config import parse_args
-from tensorf_jt.distributed import RanksDiverged
-from tensorf_jt.trainer import Trainer
+from tensorf_jt.runtime import distributed
+from tensorf_jt.config import load_run_config
+from tensorf_jt.runtime.distributed import RanksDiverged
+from tensorf_jt.training.trainer import Trainer
 
-trainer = Trainer(parse_args(sys.argv[1:]))
+trainer = Trainer(load_run_config(sys.argv[1:]))
 trainer.run()
 state = trainer.model.state_dict()
 sums = distributed.checksum(list(state.values()))

@@ -8,14 +8,14 @@ import jittor as jt
 from model_factory import tiny_model
 from test_resume import tiny_argv
 
-from tensorf_jt.checkpoint import save_checkpoint
+from tensorf_jt.formats.checkpoint import save_checkpoint
 from tensorf_jt.cli.render import main as render_main
 from tensorf_jt.cli.train import main
-from tensorf_jt.config import parse_args
-from tensorf_jt.evaluation import render_rays
-from tensorf_jt.guards import nonfinite_parameters
+from tensorf_jt.config import load_run_config
+from tensorf_jt.evaluation.views import render_rays
+from tensorf_jt.training.nan_guard import nonfinite_parameters
 from tensorf_jt.models import TensorBase
-from tensorf_jt.trainer import Trainer
+from tensorf_jt.training.trainer import Trainer
 
 
 def inject_nan_after_steps(monkeypatch, plan: dict[int, str]) -> None:
@@ -42,7 +42,7 @@ def test_nonfinite_values_send_training_back_with_halved_learning_rates(tiny_sce
     # one at step 9 after the replay, from the same snapshot, which must still hold good values.
     # Each time the learning rates are halved.
     inject_nan_after_steps(monkeypatch, {4: "parameters", 8: "loss", 9: "loss"})
-    trainer = Trainer(parse_args(tiny_argv(tiny_scene, tmp_path, "--n_iters", "14", "--render_test", "0")))
+    trainer = Trainer(load_run_config(tiny_argv(tiny_scene, tmp_path, "--n_iters", "14", "--render_test", "0")))
     with pytest.warns(UserWarning) as warned:
         result = trainer.run()
     messages = [str(w.message) for w in warned if "learning rates" in str(w.message)]
@@ -51,10 +51,10 @@ def test_nonfinite_values_send_training_back_with_halved_learning_rates(tiny_sce
                                   "learning rates x0.5")
     assert messages[1].startswith("the loss is nan at iteration 8: back to iteration 5, learning rates x0.25")
     assert messages[2].startswith("the loss is nan at iteration 9: back to iteration 5, learning rates x0.125")
-    assert result.iterations == 14 and trainer.lr_scale == 0.125
+    assert result.iterations == 14 and trainer.grid.lr_scale == 0.125
     assert nonfinite_parameters(trainer.model) == []
     # The upsample at iteration 10 restarted Adam at lr_init times the guard's scale; 3 steps decayed it since.
-    expected_lr = trainer.args.lr_init * 0.125 * trainer.lr_factor ** 3
+    expected_lr = trainer.config.schedule.lr_init * 0.125 * trainer.lr_factor ** 3
     assert np.isclose(trainer.optimizer.param_groups[0]["lr"], expected_lr)
     with open(tmp_path / "run" / "train_log.csv", newline="") as handle:
         events = [row["event"] for row in csv.DictReader(handle) if row["event"].startswith("non-finite")]
@@ -93,7 +93,7 @@ def test_out_of_memory_names_the_flags_that_need_less(tiny_scene, tmp_path, monk
 
     checkpoint = save_checkpoint(tiny_model(), str(tmp_path / "m.th"),
                                  train_args={"dataset_name": "blender", "datadir": tiny_scene})
-    monkeypatch.setattr("tensorf_jt.evaluation.evaluate", out_of_memory)
+    monkeypatch.setattr("tensorf_jt.evaluation.views.evaluate", out_of_memory)
     assert main(["--render_only", "1", "--render_test", "1", "--ckpt", checkpoint]) == 2
     assert "memory while rendering" in capsys.readouterr().err
     assert render_main(["--ckpt", checkpoint]) == 2

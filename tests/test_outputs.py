@@ -13,15 +13,15 @@ from conftest import REPO_ROOT
 from model_factory import tiny_model
 from test_resume import tiny_argv
 from test_video import PathDataset, hide_ffmpeg, orbit_pose
-from tensorf_jt import file_modes
-from tensorf_jt.checkpoint import save_atomically, save_checkpoint
+from tensorf_jt.formats import file_modes
+from tensorf_jt.formats.checkpoint import save_atomically, save_checkpoint
 from tensorf_jt.cli.render import main as render_main
 from tensorf_jt.cli.train import main as train_main
-from tensorf_jt.evaluation import evaluate, evaluate_path
-from tensorf_jt.mesh import write_ply
-from tensorf_jt.rays import camera_rays
-from tensorf_jt.torch_format import save_torch_checkpoint
-from tensorf_jt.training_log import TrainingLog
+from tensorf_jt.evaluation.views import evaluate, evaluate_path
+from tensorf_jt.evaluation.mesh import write_ply
+from tensorf_jt.rendering.rays import camera_rays
+from tensorf_jt.formats.torch_format import save_torch_checkpoint
+from tensorf_jt.training.log import TrainingLog
 
 GIF_NOTE = "no ffmpeg found (pip install imageio-ffmpeg)"
 

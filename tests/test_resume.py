@@ -8,14 +8,14 @@ import signal
 import numpy as np
 import pytest
 
-from tensorf_jt.checkpoint import read_checkpoint, save_atomically
+from tensorf_jt.formats.checkpoint import read_checkpoint, save_atomically
 from tensorf_jt.cli.train import main
-from tensorf_jt.config import parse_args_and_sources
+from tensorf_jt.config import parse_run_config, resumed
 from tensorf_jt.dataLoader import RayBatchDataset
 from tensorf_jt.dataLoader.ray_batches import ArrayRays
 from tensorf_jt.errors import CheckpointError, ConfigError
-from tensorf_jt.resume import read_state, resume_args
-from tensorf_jt.trainer import Trainer, train
+from tensorf_jt.training.state import read_state
+from tensorf_jt.training.trainer import Trainer, train
 
 N_ITERS = 30
 STOP_AFTER = 13  # iterations completed when the run is stopped: after the first upsample, before ray filtering
@@ -93,17 +93,17 @@ def test_stopped_and_resumed_run_ends_exactly_like_the_uninterrupted_one(uninter
 def test_resume_auto_finds_the_state_and_flags_must_match(uninterrupted, tiny_scene, capsys):
     basedir = uninterrupted.parent
     argv = tiny_argv(tiny_scene, basedir, "--resume", "auto")
-    args, explicit = parse_args_and_sources(argv)
+    config, explicit = parse_run_config(argv)
     state = read_state(str(uninterrupted / "run_state.th"))
-    merged = resume_args(args, explicit, state["train_args"])
-    assert merged.n_iters == N_ITERS and merged.resume == "auto"
+    merged = resumed(config, explicit, state["train_args"])
+    assert merged.schedule.n_iters == N_ITERS and merged.output.resume == "auto"
 
     assert main([*argv, "--n_iters", "50", "--model_name", "TensorCP"]) == 2
     error = capsys.readouterr().err
     assert "must keep the settings it was started with" in error
     assert "model_name = 'TensorCP' (the saved run has 'TensorVMSplit')" in error and "n_iters = 50" in error
     with pytest.raises(ConfigError, match="give only one"):
-        train(*parse_args_and_sources([*argv, "--ckpt", str(uninterrupted / "run.th")]))
+        train(*parse_run_config([*argv, "--ckpt", str(uninterrupted / "run.th")]))
 
 
 def test_resume_refuses_what_is_not_a_training_state(uninterrupted, tmp_path):
@@ -142,7 +142,7 @@ def test_a_failed_write_leaves_the_previous_state_file_intact(uninterrupted, tmp
             handle.write(b"partial")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("tensorf_jt.checkpoint.jt.save", disk_full)
+    monkeypatch.setattr("tensorf_jt.formats.checkpoint.jt.save", disk_full)
     with pytest.raises(CheckpointError, match=r"No space left on device\); the previous file, if any, is unchanged"):
         save_atomically({"iteration": 1}, str(target))
     monkeypatch.undo()
@@ -159,7 +159,7 @@ def test_resuming_on_other_data_is_refused(uninterrupted, tiny_scene, tmp_path):
     meta["frames"] = meta["frames"][:-1]
     (scene / "transforms_train.json").write_text(json.dumps(meta))
     with pytest.raises(ConfigError, match="The saved run trained on 3456 rays; this dataset has 2880"):
-        train(*parse_args_and_sources(["--resume", str(uninterrupted / "run_state.th"), "--datadir", str(scene)]))
+        train(*parse_run_config(["--resume", str(uninterrupted / "run_state.th"), "--datadir", str(scene)]))
 
 
 def test_resume_auto_without_a_saved_state_starts_a_new_run(tiny_scene, tmp_path, capsys):

@@ -2,8 +2,8 @@
 import numpy as np
 import jittor as jt
 
-from tensorf_jt.rays import BLENDER_TO_OPENCV, camera_rays, focal_from_fov, get_ray_directions, get_rays
-from tensorf_jt.sampling import ray_box_intersection, sample_along_rays, sample_distances
+from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV, camera_rays, focal_from_fov, get_ray_directions, get_rays
+from tensorf_jt.rendering.sampling import ray_box_intersection, sample_along_rays, sample_distances
 
 AABB = np.array([[-1.5, -1.5, -1.5], [1.5, 1.5, 1.5]], np.float32)
 

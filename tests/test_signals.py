@@ -13,8 +13,8 @@ from conftest import REPO_ROOT, run_python
 from test_resume import N_ITERS, tiny_argv
 
 from tensorf_jt.bootstrap import CHOSEN_ENV
-from tensorf_jt.guards import stop_requests
-from tensorf_jt.resume import read_state
+from tensorf_jt.runtime.signals import stop_requests
+from tensorf_jt.training.state import read_state
 
 
 def start_training(argv: list[str], log_dir) -> subprocess.Popen:

@@ -18,12 +18,12 @@ import jittor as jt
 from conftest import REPO_ROOT, run_python
 from model_factory import AABB, rays_towards_box, tiny_model
 from tensorf_jt import kernels
-from tensorf_jt.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from tensorf_jt.formats.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from tensorf_jt.errors import CheckpointError
-from tensorf_jt.export_torch import export_reference_checkpoint
+from tensorf_jt.cli.export_torch import export_reference_checkpoint
 from tensorf_jt.models import TensorCP, TensorVM
-from tensorf_jt.reference_checkpoint import to_reference
-from tensorf_jt.torch_format import LEGACY_MAGIC, load_torch_checkpoint, save_torch_checkpoint
+from tensorf_jt.formats.reference_checkpoint import to_reference
+from tensorf_jt.formats.torch_format import LEGACY_MAGIC, load_torch_checkpoint, save_torch_checkpoint
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
 REFERENCE_MODELS = {"vm": "TensorVMSplit", "cp": "TensorCP"}
@@ -310,9 +310,9 @@ def test_render_cli_renders_a_reference_checkpoint(tiny_scene, tmp_path):
 
 def test_export_cli(tmp_path):
     ours = save_checkpoint(tiny_model(density_shift=-1.0), str(tmp_path / "ours.th"))
-    result = run_python(["-m", "tensorf_jt.export_torch", "--ckpt", ours, "--out", str(tmp_path / "theirs.th")])
+    result = run_python(["-m", "tensorf_jt.cli.export_torch", "--ckpt", ours, "--out", str(tmp_path / "theirs.th")])
     assert result.returncode == 0, result.stderr[-3000:]
     assert "--model_name TensorVMSplit" in result.stdout
     assert load_torch_checkpoint(str(tmp_path / "theirs.th"))["kwargs"]["gridSize"] == [8, 9, 10]
-    same = run_python(["-m", "tensorf_jt.export_torch", "--ckpt", ours, "--out", ours])
+    same = run_python(["-m", "tensorf_jt.cli.export_torch", "--ckpt", ours, "--out", ours])
     assert same.returncode == 2 and "--out must differ from --ckpt" in same.stderr

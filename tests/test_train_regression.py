@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from tensorf_jt.cli.render import render_checkpoint
-from tensorf_jt.config import parse_args
-from tensorf_jt.trainer import train
+from tensorf_jt.config import load_run_config
+from tensorf_jt.training.trainer import train
 
 # Measured on a 2-core CPU, 300 iterations: fused kernels 26.87 dB,
 # mean depth error 0.24, in 13 s. Thresholds leave ~2 dB of margin.
@@ -24,7 +24,7 @@ SHORT_SCHEDULE = ["--n_iters", "90", "--N_voxel_init", "32768", "--N_voxel_final
 
 
 def train_tiny(tmp_path, kernels: str, schedule: list[str] = FULL_SCHEDULE):
-    args = parse_args([
+    args = load_run_config([
         "--config", "configs/demo.txt", "--datadir", str(tmp_path / "scene"), "--basedir", str(tmp_path / "log"),
         "--expname", "tiny", "--demo_image_size", "32", "--demo_n_train", "16", "--demo_n_test", "2",
         "--batch_size", "512", *schedule, "--N_vis", "1", "--render_test", "1", "--seed", "7", "--kernels", kernels,
@@ -61,7 +61,7 @@ def test_tiny_demo_trains_and_reloads(fused_run):
     assert os.listdir(os.path.join(folder, "imgs_vis")), "periodic test views were rendered"
 
     os.rename(os.path.join(folder, "imgs_test_all"), os.path.join(folder, "imgs_test_first"))
-    rendered = render_checkpoint(parse_args(["--ckpt", os.path.join(folder, "tiny.th"), "--render_test", "1"]))
+    rendered = render_checkpoint(load_run_config(["--ckpt", os.path.join(folder, "tiny.th"), "--render_test", "1"]))
     assert abs(rendered["test"]["psnr"] - metrics["psnr"]) < 1e-4, "the reloaded model renders the same"
     assert json.load(open(os.path.join(folder, "imgs_test_all", "metrics.json")))["views"][0]["view"] == 0
 
@@ -81,8 +81,8 @@ def test_mesh_of_the_trained_demo_scene_has_the_scene_extent(fused_run):
     bottom to the small sphere's top); the mesh of the tiny run must match within two voxels.
     Below the platform no camera sees anything (they are all on the upper hemisphere), so
     density there is unconstrained: the mesh only has to reach down to the platform."""
-    from tensorf_jt.checkpoint import load_checkpoint
-    from tensorf_jt.mesh import extract_mesh
+    from tensorf_jt.formats.checkpoint import load_checkpoint
+    from tensorf_jt.evaluation.mesh import extract_mesh
 
     model, _ = load_checkpoint(fused_run[1].checkpoint)
     vertices = extract_mesh(model).vertices

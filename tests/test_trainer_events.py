@@ -1,12 +1,12 @@
 """The trainer's schedule events leave every tensor training with the trainer's own optimizer."""
 import numpy as np
 
-from tensorf_jt.config import parse_args
-from tensorf_jt.trainer import Trainer
+from tensorf_jt.config import load_run_config
+from tensorf_jt.training.trainer import Trainer
 
 
 def make_trainer(tiny_scene, tmp_path, *extra):
-    return Trainer(parse_args([
+    return Trainer(load_run_config([
         "--config", "configs/demo.txt", "--dataset_name", "blender", "--datadir", tiny_scene,
         "--basedir", str(tmp_path), "--expname", "events", "--batch_size", "256",
         "--N_voxel_init", "4096", "--N_voxel_final", "32768", "--upsamp_list", "5",

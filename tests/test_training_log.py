@@ -6,15 +6,15 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 
-from tensorf_jt.config import parse_args
-from tensorf_jt.trainer import Trainer
+from tensorf_jt.config import load_run_config
+from tensorf_jt.training.trainer import Trainer
 
 COLUMNS = ["iteration", "wall_time_s", "mse", "train_psnr", "test_psnr", "lr_grid", "lr_network",
            "grid_size", "n_rays", "event"]
 
 
 def make_trainer(tiny_scene, tmp_path, *extra):
-    return Trainer(parse_args([
+    return Trainer(load_run_config([
         "--config", "configs/demo.txt", "--dataset_name", "blender", "--datadir", tiny_scene,
         "--basedir", str(tmp_path), "--expname", "logged", "--n_iters", "30", "--batch_size", "256",
         "--progress_refresh_rate", "5", "--N_voxel_init", "4096", "--N_voxel_final", "32768",

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from model_factory import tiny_model
-from tensorf_jt.checkpoint import save_checkpoint
+from tensorf_jt.formats.checkpoint import save_checkpoint
 from tensorf_jt.cli.render import main as render_main
-from tensorf_jt import video
+from tensorf_jt.evaluation import video
 from tensorf_jt.errors import ConfigError
-from tensorf_jt.evaluation import evaluate_path, render_rays
-from tensorf_jt.rays import camera_rays
+from tensorf_jt.evaluation.views import evaluate_path, render_rays
+from tensorf_jt.rendering.rays import camera_rays
 
 
 def ramp_frames(n: int, height: int, width: int) -> np.ndarray:

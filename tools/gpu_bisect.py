@@ -176,7 +176,7 @@ def fused_kernels() -> None:
     import jittor as jt
     sys.path.insert(0, str(ROOT / "tests"))
     from model_factory import AABB, rays_towards_box, tiny_model
-    from tensorf_jt.alpha_grid import AlphaGridMask
+    from tensorf_jt.rendering.alpha_grid import AlphaGridMask
     from tensorf_jt.kernels.compositing import composite_weights, segment_sum
     from tensorf_jt.kernels.cp_field import cp_features
     from tensorf_jt.kernels.encoding import encode_row
@@ -218,7 +218,7 @@ def _model_step(kernels_name: str) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from model_factory import rays_towards_box, tiny_model
     from tensorf_jt import kernels
-    from tensorf_jt.trainer import make_optimizer
+    from tensorf_jt.training.trainer import make_optimizer
 
     kernels.set_kernels(kernels_name)
     rays = jt.array(rays_towards_box(1024, seed=4))
@@ -248,7 +248,7 @@ def grid_events() -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from model_factory import rays_towards_box, tiny_model
     from tensorf_jt import kernels
-    from tensorf_jt.guards import nonfinite_parameters
+    from tensorf_jt.training.nan_guard import nonfinite_parameters
 
     rays = rays_towards_box(2048, seed=5)
     for name in kernels.KERNELS:
@@ -263,14 +263,14 @@ def grid_events() -> None:
 
 
 def _trainer(kernels_name: str, extra: list[str]) -> None:
-    from tensorf_jt.config import parse_args
+    from tensorf_jt.config import load_run_config
     from tensorf_jt.dataLoader.demo_scene import DemoSceneSpec, ensure_generated
-    from tensorf_jt.trainer import Trainer
+    from tensorf_jt.training.trainer import Trainer
 
     scene = Path(tempfile.gettempdir()) / "tensorf_jt_bisect_scene"
     ensure_generated(str(scene), DemoSceneSpec(image_size=48, n_train=6, n_val=1, n_test=1, supersampling=1))
     basedir = tempfile.mkdtemp(prefix="tensorf_jt_bisect_")
-    args = parse_args(["--config", str(ROOT / "configs" / "demo.txt"), "--dataset_name", "blender",
+    args = load_run_config(["--config", str(ROOT / "configs" / "demo.txt"), "--dataset_name", "blender",
                        "--datadir", str(scene), "--basedir", basedir, "--expname", f"bisect_{kernels_name}",
                        "--kernels", kernels_name, "--N_vis", "0", "--render_test", "0", *extra])
     result = Trainer(args).run()
@@ -330,10 +330,10 @@ def run_probe(name: str, inject_failing_compiler: bool) -> int:
 
 # ---------------------------------------------------------- reading the logs
 def _load_jittor_errors():
-    """``tensorf_jt.jittor_errors`` without importing the package (which imports Jittor): the
+    """``tensorf_jt.runtime.jittor_errors`` without importing the package (which imports Jittor): the
     driver must keep working when Jittor itself does not."""
     spec = importlib.util.spec_from_file_location("tensorf_jt_jittor_errors",
-                                                  ROOT / "tensorf_jt" / "jittor_errors.py")
+                                                  ROOT / "tensorf_jt" / "runtime" / "jittor_errors.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)

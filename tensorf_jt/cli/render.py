@@ -30,7 +30,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from tensorf_jt.cli import exit_process, run_cli
-from tensorf_jt.config import parse_args_and_sources
+from tensorf_jt.config import RunConfig, parse_run_config
 from tensorf_jt.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -41,9 +41,10 @@ _INHERITED = ("dataset_name", "datadir", "downsample_train", "downsample_test",
               "demo_image_size", "demo_n_train", "demo_n_test", "chunk_size", "ndc_ray", "white_bkgd")
 
 
-def render_checkpoint(args, explicit: set[str] = frozenset(), render: bool = True,
+def render_checkpoint(config: RunConfig, explicit: set[str] = frozenset(), render: bool = True,
                       layout: str = "checkpoint") -> dict:
-    """Do what ``args`` asks of ``args.ckpt``: export its mesh, render splits and the camera path.
+    """Do what ``config`` asks of its checkpoint (``model.ckpt``): export its mesh, render splits
+    and the camera path.
 
     Returns {split or 'path': summary, 'mesh': {'path', 'vertices', 'faces'}} for what was done.
     Dataset flags not in ``explicit`` (the names the user set) come from the checkpoint's run.
@@ -52,57 +53,55 @@ def render_checkpoint(args, explicit: set[str] = frozenset(), render: bool = Tru
     (train.py --render_only 1).
     """
     from tensorf_jt import kernels
-    from tensorf_jt.checkpoint import load_checkpoint
     from tensorf_jt.dataLoader import load_split, prepare_dataset
-    from tensorf_jt.evaluation import evaluate, evaluate_path
+    from tensorf_jt.evaluation.views import evaluate, evaluate_path
+    from tensorf_jt.formats.checkpoint import load_checkpoint
 
-    if not args.ckpt:
+    ckpt_path = config.model.ckpt
+    if not ckpt_path:
         raise ConfigError("--ckpt is required: the checkpoint (.th) to render.")
-    kernels.set_kernels(args.kernels)
-    model, ckpt = load_checkpoint(args.ckpt, args.model_name)
+    kernels.set_kernels(config.runtime.kernels)
+    model, ckpt = load_checkpoint(ckpt_path, config.model.model_name)
     results = {}
-    if args.export_mesh:
-        results["mesh"] = export_checkpoint_mesh(model, args.ckpt)
+    if config.render.export_mesh:
+        results["mesh"] = export_checkpoint_mesh(model, ckpt_path)
     if not render:
         return results
     trained_with = ckpt.get("train_args", {})
     unknown_scene = [f"--{name}" for name in ("datadir", "dataset_name")
                      if "train_args" not in ckpt and name not in explicit]
-    if unknown_scene and (args.render_train or args.render_test or args.render_path):
+    if unknown_scene and config.render.renders_anything:
         raise ConfigError(
-            f"'{args.ckpt}' does not record the scene it was trained on (checkpoints of the PyTorch TensoRF "
+            f"'{ckpt_path}' does not record the scene it was trained on (checkpoints of the PyTorch TensoRF "
             f"never do); pass {' and '.join(unknown_scene)} (e.g. --datadir data/nerf_synthetic/lego "
             "--dataset_name blender; add --ndc_ray 1 for llff scenes).")
-    for name in _INHERITED:
-        if name not in explicit and name in trained_with:
-            setattr(args, name, trained_with[name])
-    if args.render_train or args.render_test or args.render_path:
-        prepare_dataset(args)
-    folders = render_folders(args, ckpt, layout)
-    splits = [("train", args.render_train), ("test", args.render_test)]
-    for split, wanted in splits:
+    config = config.with_flags(**{name: trained_with[name] for name in _INHERITED
+                                  if name not in explicit and name in trained_with})
+    data, chunk = config.data, config.render.chunk_size
+    if config.render.renders_anything:
+        prepare_dataset(data)
+    folders = render_folders(config, ckpt, layout)
+    for split, wanted in (("train", config.render.render_train), ("test", config.render.render_test)):
         if not wanted:
             continue
-        dataset = load_split(args, split, is_stack=True)
-        summary = evaluate(dataset, model, folders[split],
-                           white_bg=dataset.white_bg or args.white_bkgd, chunk=args.chunk_size,
-                           ndc_ray=bool(args.ndc_ray))
+        dataset = load_split(data, split, is_stack=True)
+        summary = evaluate(dataset, model, folders[split], white_bg=dataset.white_bg or data.white_bkgd,
+                           chunk=chunk, ndc_ray=data.ndc_ray)
         results[split] = summary
         line = f"{split}: {len(summary['views'])} views, PSNR {summary['psnr']:.2f}, SSIM {summary['ssim']:.4f}"
         if "depth_abs_error" in summary:
             line += f", mean |depth error| {summary['depth_abs_error']:.4f}"
         print(f"{line} -> {folders[split]}")
-    if args.render_path:
-        dataset = load_split(args, "test", is_stack=True)
-        results["path"] = evaluate_path(dataset, model, folders["path"],
-                                        white_bg=dataset.white_bg or args.white_bkgd, ndc_ray=bool(args.ndc_ray),
-                                        chunk=args.chunk_size)
+    if config.render.render_path:
+        dataset = load_split(data, "test", is_stack=True)
+        results["path"] = evaluate_path(dataset, model, folders["path"], white_bg=dataset.white_bg or data.white_bkgd,
+                                        ndc_ray=data.ndc_ray, chunk=chunk)
         print(f"path: {results['path']['frames']} frames, {results['path']['video']}")
     return results
 
 
-def render_folders(args, ckpt: dict, layout: str = "checkpoint") -> dict[str, str]:
-    """Output folder of each of 'train', 'test' and 'path' for the checkpoint ``args.ckpt``.
+def render_folders(config: RunConfig, ckpt: dict, layout: str = "checkpoint") -> dict[str, str]:
+    """Output folder of each of 'train', 'test' and 'path' for the checkpoint ``config.model.ckpt``.
 
     'checkpoint': ``imgs_{split}_all`` next to the checkpoint. 'reference': as the reference's
     ``train.py --render_only 1``, test views and path one ``{expname}/`` level further down
@@ -110,27 +109,27 @@ def render_folders(args, ckpt: dict, layout: str = "checkpoint") -> dict[str, st
     """
     if layout not in ("checkpoint", "reference"):
         raise ValueError(f"unknown output layout {layout!r}")
-    folder = os.path.dirname(os.path.abspath(args.ckpt))
-    nested = folder if layout == "checkpoint" else os.path.join(folder, run_name(args, ckpt))
+    folder = os.path.dirname(os.path.abspath(config.model.ckpt))
+    nested = folder if layout == "checkpoint" else os.path.join(folder, run_name(config, ckpt))
     return {"train": os.path.join(folder, "imgs_train_all"), "test": os.path.join(nested, "imgs_test_all"),
             "path": os.path.join(nested, "imgs_path_all")}
 
 
-def run_name(args, ckpt: dict) -> str:
+def run_name(config: RunConfig, ckpt: dict) -> str:
     """The experiment name: ``--expname`` (flag or config file), else the one the checkpoint's
     run recorded, else the checkpoint's file name without ``.th``."""
-    if args.expname:
-        return args.expname
+    if config.output.expname:
+        return config.output.expname
     recorded = ckpt.get("train_args", {}).get("expname")
     if recorded:
         return recorded
-    stem, extension = os.path.splitext(os.path.basename(args.ckpt))
-    return stem if extension == ".th" else os.path.basename(args.ckpt)
+    stem, extension = os.path.splitext(os.path.basename(config.model.ckpt))
+    return stem if extension == ".th" else os.path.basename(config.model.ckpt)
 
 
 def export_checkpoint_mesh(model: TensorBase, ckpt_path: str) -> dict:
     """Write the model's mesh next to its checkpoint as ``{ckpt without .th}.ply``."""
-    from tensorf_jt.mesh import export_mesh
+    from tensorf_jt.evaluation.mesh import export_mesh
 
     stem, extension = os.path.splitext(ckpt_path)
     path = f"{stem if extension == '.th' else ckpt_path}.ply"
@@ -140,12 +139,12 @@ def export_checkpoint_mesh(model: TensorBase, ckpt_path: str) -> dict:
 
 
 def _main(argv: list[str]) -> int:
-    args, explicit = parse_args_and_sources(argv)
-    if not (args.render_train or args.render_path or args.export_mesh):
-        args.render_test = 1
-    from tensorf_jt.guards import jittor_error_hints
-    with jittor_error_hints(args, "rendering"):
-        render_checkpoint(args, explicit)
+    config, explicit = parse_run_config(argv)
+    if not (config.render.render_train or config.render.render_path or config.render.export_mesh):
+        config = config.with_flags(render_test=1)
+    from tensorf_jt.runtime.jittor_errors import jittor_error_hints
+    with jittor_error_hints(config, "rendering"):
+        render_checkpoint(config, explicit)
     return 0
 
 

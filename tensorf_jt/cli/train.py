@@ -17,7 +17,7 @@ import signal
 import sys
 
 from tensorf_jt.cli import exit_process, run_cli
-from tensorf_jt.config import DEMO_CONFIG, parse_args_and_sources
+from tensorf_jt.config import DEMO_CONFIG, parse_run_config, require_for_rendering
 from tensorf_jt.errors import ConfigError
 
 
@@ -27,23 +27,18 @@ def _main(argv: list[str]) -> int:
             raise ConfigError(f"No arguments given and the demo config '{DEMO_CONFIG}' is missing; "
                               "pass --config FILE.")
         argv = ["--config", str(DEMO_CONFIG)]
-    args, explicit = parse_args_and_sources(argv)
-    if args.export_mesh and not args.ckpt:
-        raise ConfigError("export_mesh = 1 exports the mesh of a trained model: give --ckpt PATH.th.")
-    if args.render_only and not (args.render_test or args.render_train or args.render_path):
-        raise ConfigError("render_only = 1 renders nothing without --render_test 1, --render_train 1 "
-                          "or --render_path 1.")
-    if args.render_only or args.export_mesh:
+    config, explicit = parse_run_config(argv)
+    require_for_rendering(config)
+    from tensorf_jt.runtime.jittor_errors import jittor_error_hints
+    if config.render.render_only or config.render.export_mesh:
         from tensorf_jt.cli.render import render_checkpoint
-        from tensorf_jt.guards import jittor_error_hints
-        with jittor_error_hints(args, "rendering"):
-            render_checkpoint(args, explicit, render=bool(args.render_only), layout="reference")
+        with jittor_error_hints(config, "rendering"):
+            render_checkpoint(config, explicit, render=config.render.render_only, layout="reference")
         return 0
-    from tensorf_jt import distributed
-    from tensorf_jt.guards import jittor_error_hints
-    from tensorf_jt.trainer import train
-    with jittor_error_hints(args, "preparing training"):  # the trainer names the iteration once it runs
-        result = train(args, explicit)
+    from tensorf_jt.runtime import distributed
+    from tensorf_jt.training.trainer import train
+    with jittor_error_hints(config, "preparing training"):  # the trainer names the iteration once it runs
+        result = train(config, explicit)
     if not distributed.is_main():  # under mpirun, rank 0 reports for all, and its status is the job's
         return 0
     if result.stopped_by_signal is not None:

@@ -47,6 +47,8 @@ Attributes:
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tensorf_jt.dataLoader.blender import BlenderDataset
 from tensorf_jt.dataLoader.demo_scene import DemoSceneSpec, ensure_generated
 from tensorf_jt.dataLoader.llff import LLFFDataset
@@ -54,7 +56,9 @@ from tensorf_jt.dataLoader.nsvf import NSVFDataset
 from tensorf_jt.dataLoader.own_data import OwnDataDataset
 from tensorf_jt.dataLoader.ray_batches import RayBatchDataset
 from tensorf_jt.dataLoader.tankstemple import TanksTempleDataset
-from tensorf_jt.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tensorf_jt.config import DataConfig
 
 dataset_dict = {
     "blender": BlenderDataset,
@@ -66,29 +70,24 @@ dataset_dict = {
 }
 
 
-def demo_spec(args) -> DemoSceneSpec:
-    return DemoSceneSpec(image_size=args.demo_image_size, n_train=args.demo_n_train, n_test=args.demo_n_test)
+def demo_spec(data: DataConfig) -> DemoSceneSpec:
+    return DemoSceneSpec(image_size=data.demo_image_size, n_train=data.demo_n_train, n_test=data.demo_n_test)
 
 
-def prepare_dataset(args) -> bool:
+def prepare_dataset(data: DataConfig) -> bool:
     """Make sure the dataset folder exists; for the demo scene, generate it if missing.
 
     Returns True when a scene was generated.
     """
-    if args.dataset_name not in dataset_dict:
-        raise ConfigError(f"dataset_name '{args.dataset_name}' is not supported; "
-                          f"choose one of {', '.join(dataset_dict)}.")
-    if args.dataset_name == "demo":
-        return ensure_generated(args.datadir, demo_spec(args))
+    if data.dataset_name == "demo":
+        return ensure_generated(data.datadir, demo_spec(data))
     return False
 
 
-def load_split(args, split: str, is_stack: bool) -> BlenderDataset:
-    """One split of the dataset named by ``args``, downsampled by the split's own factor."""
-    downsample = args.downsample_train
-    if split != "train" and args.downsample_test is not None:
-        downsample = args.downsample_test
-    return dataset_dict[args.dataset_name](args.datadir, split=split, downsample=downsample, is_stack=is_stack)
+def load_split(data: DataConfig, split: str, is_stack: bool) -> BlenderDataset:
+    """One split of the dataset ``data`` names, downsampled by the split's own factor."""
+    return dataset_dict[data.dataset_name](data.datadir, split=split, downsample=data.downsample(split),
+                                           is_stack=is_stack)
 
 
 __all__ = ["BlenderDataset", "LLFFDataset", "NSVFDataset", "OwnDataDataset", "RayBatchDataset", "TanksTempleDataset",

@@ -20,7 +20,7 @@ from tensorf_jt.dataLoader.camera_paths import orbit_path
 from tensorf_jt.dataLoader.views import (ViewDataset, fit_pixels, read_all_pixels, read_pixels,
                                         warn_if_already_downsampled)
 from tensorf_jt.errors import DatasetError
-from tensorf_jt.rays import blender_pose_to_opencv, focal_from_fov, get_ray_directions
+from tensorf_jt.rendering.rays import blender_pose_to_opencv, focal_from_fov, get_ray_directions
 
 
 class BlenderDataset(ViewDataset):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import imageio.v3 as iio
 import numpy as np
 
-from tensorf_jt.rays import BLENDER_TO_OPENCV, focal_from_fov, get_ray_directions
+from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV, focal_from_fov, get_ray_directions
 
 SCENE_VERSION = 1
 SPEC_FILE = "demo_scene.json"

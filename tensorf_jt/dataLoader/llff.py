@@ -28,7 +28,7 @@ from tensorf_jt.dataLoader.camera_checks import check_pose, check_positive
 from tensorf_jt.dataLoader.views import ViewDataset, read_all_pixels, resize_pixels
 from tensorf_jt.dataLoader.camera_paths import average_pose, spiral_path
 from tensorf_jt.errors import DatasetError
-from tensorf_jt.rays import get_ray_directions_blender
+from tensorf_jt.rendering.rays import get_ray_directions_blender
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
 NDC_NEAR = 1.0  # the near plane of the NDC projection, in units of the rescaled scene

@@ -32,7 +32,7 @@ from tensorf_jt.dataLoader.camera_checks import check_finite, check_pose, check_
 from tensorf_jt.dataLoader.camera_paths import orbit_path
 from tensorf_jt.dataLoader.llff import IMAGE_EXTENSIONS
 from tensorf_jt.errors import DatasetError
-from tensorf_jt.rays import get_ray_directions
+from tensorf_jt.rendering.rays import get_ray_directions
 
 SPLIT_PREFIXES = {"train": ("0_",), "val": ("1_",), "test": ("2_", "1_")}
 

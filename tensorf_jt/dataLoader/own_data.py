@@ -38,7 +38,7 @@ from tensorf_jt.dataLoader.views import ViewDataset, fit_pixels, read_all_pixels
 from tensorf_jt.dataLoader.camera_checks import check_field_of_view, check_pose
 from tensorf_jt.dataLoader.camera_paths import orbit_path
 from tensorf_jt.errors import DatasetError
-from tensorf_jt.rays import BLENDER_TO_OPENCV, get_ray_directions
+from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV, get_ray_directions
 
 HOLD_EVERY = 8  # single transforms.json: every 8th frame (sorted by file_path) is a test frame
 

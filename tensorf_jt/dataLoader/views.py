@@ -22,7 +22,7 @@ import jittor as jt
 from PIL import Image
 
 from tensorf_jt.errors import DatasetError
-from tensorf_jt.rays import BLENDER_TO_OPENCV, ndc_rays_blender, rotate_directions
+from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV, ndc_rays_blender, rotate_directions
 
 
 def read_pixels(path: str) -> tuple[np.ndarray, np.float32]:

@@ -14,16 +14,18 @@ import numpy as np
 import jittor as jt
 from jittor import nn
 
-from tensorf_jt import compositing, kernels
-from tensorf_jt.alpha_grid import AlphaGridMask, binarize_alpha, occupied_bounds
+from tensorf_jt import kernels
+
+from tensorf_jt.rendering import compositing
+from tensorf_jt.rendering.alpha_grid import AlphaGridMask, binarize_alpha, occupied_bounds
 from tensorf_jt.dataLoader.ray_batches import ArrayRays
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.kernels.compositing import composite_weights, segment_sum
 from tensorf_jt.kernels.ray_marching import march_rays, rays_hit_alpha
 from tensorf_jt.models.shading import build_shader
-from tensorf_jt.profiling import stage
-from tensorf_jt.sampling import ray_box_intersection, sample_along_rays, sample_along_rays_ndc, sample_distances
-from tensorf_jt.torch_numerics import linspace_f32
+from tensorf_jt.runtime.profiling import stage
+from tensorf_jt.rendering.sampling import ray_box_intersection, sample_along_rays, sample_along_rays_ndc, sample_distances
+from tensorf_jt.rendering.torch_numerics import linspace_f32
 
 DENSITY_ACTIVATIONS = ("softplus", "relu")
 

@@ -14,9 +14,9 @@ import jittor as jt
 from jittor import nn
 
 from tensorf_jt import kernels
-from tensorf_jt.interpolation import linear_sample
+from tensorf_jt.rendering.interpolation import linear_sample
 from tensorf_jt.kernels.cp_field import cp_features
-from tensorf_jt.losses import line_orthogonality, total_variation
+from tensorf_jt.models.regularizers import line_orthogonality, total_variation
 from tensorf_jt.models.tensor_base import TensorBase, as_trainable
 
 

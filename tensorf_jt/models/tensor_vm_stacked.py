@@ -19,7 +19,7 @@ import jittor as jt
 from jittor import nn
 
 from tensorf_jt.errors import ConfigError
-from tensorf_jt.losses import line_orthogonality, total_variation
+from tensorf_jt.models.regularizers import line_orthogonality, total_variation
 from tensorf_jt.models.tensor_base import as_trainable
 from tensorf_jt.models.tensor_vm import TensorVMSplit
 

@@ -14,7 +14,7 @@ import jittor as jt
 from jittor import nn
 
 from tensorf_jt import kernels
-from tensorf_jt.interpolation import trilinear_sample
+from tensorf_jt.rendering.interpolation import trilinear_sample
 from tensorf_jt.kernels.ray_marching import alpha_lookup
 
 

@@ -15,14 +15,13 @@ dict with ``format`` = ``STATE_FORMAT`` and:
 - ``sampler``: the ray-batch stream's position (``RayBatchDataset.state``);
 - ``log``: the training log's rows, elapsed training time, schedule events so far and the
   progress display's running values;
-- ``train_args``: every flag of the run.
+- ``train_args``: every flag of the run (``RunConfig.to_flags``).
 
 Random numbers need no saved state: the trainer reseeds Jittor and numpy at every iteration
 from (seed, iteration), and the ray sampler has its own generator, saved above.
 """
 from __future__ import annotations
 
-import argparse
 import glob
 import os
 import pickle
@@ -31,17 +30,12 @@ import numpy as np
 import jittor as jt
 
 from tensorf_jt.errors import CheckpointError, ConfigError
-from tensorf_jt.optimizer import TorchAdam
+from tensorf_jt.formats.checkpoint import checkpoint_dict
+from tensorf_jt.models import TensorBase
+from tensorf_jt.training.optimizer import TorchAdam
+from tensorf_jt.training.schedules import ScheduleState
 
 STATE_FORMAT = "tensorf_jt-state/1"
-
-# Flags that may differ between a saved run and the command that resumes it: they change
-# where files go, what is shown or rendered, or how often things are saved, not the training.
-MAY_CHANGE_ON_RESUME = frozenset({
-    "config", "resume", "ckpt", "basedir", "add_timestamp", "datadir", "save_every", "progress_refresh_rate",
-    "verbose", "gc_every", "gc_growth", "chunk_size", "kernels", "N_vis", "vis_every", "render_test", "render_train",
-    "render_path", "render_only", "export_mesh",
-})
 
 
 def state_path(folder: str, expname: str) -> str:
@@ -54,6 +48,26 @@ def find_latest_state(basedir: str, expname: str) -> str | None:
     candidates += glob.glob(state_path(os.path.join(glob.escape(basedir), f"{glob.escape(expname)}-*"), expname))
     existing = [path for path in candidates if os.path.isfile(path)]
     return max(existing, key=os.path.getmtime) if existing else None
+
+
+def snapshot(iteration: int, model: TensorBase, optimizer: TorchAdam, schedule: ScheduleState,
+             ray_keep: np.ndarray | None, sampler: dict) -> dict:
+    """Copies of everything the loop needs to continue from ``iteration``: model, Adam, schedule
+    values, the training-ray mask and the batch stream's position (``RayBatchDataset.state``)."""
+    taken = {"iteration": iteration, "model": checkpoint_dict(model), "optimizer": optimizer_state(optimizer),
+             "schedule": schedule.to_dict(), "ray_keep": ray_keep, "sampler": sampler}
+    jt.sync(list(taken["model"]["state_dict"].values())
+            + [var for group in taken["optimizer"]["groups"] for key in ("m", "values") for var in group[key]])
+    return taken
+
+
+def state_contents(taken: dict, train_args: dict, n_rays: int, log: dict) -> dict:
+    """A ``snapshot`` as a state file holds it, with what a new process needs besides: the run's
+    flags, the ray mask packed in bits (of ``n_rays`` training rays) and the training log."""
+    state = {key: value for key, value in taken.items() if key != "ray_keep"}
+    state.update(format=STATE_FORMAT, train_args=dict(train_args), rays=pack_ray_mask(taken["ray_keep"], n_rays))
+    state["log"] = log
+    return state
 
 
 def read_state(path: str) -> dict:
@@ -74,28 +88,6 @@ def read_state(path: str) -> dict:
                               "*_state.th file written next to it. To start a new run from these weights, "
                               "use --ckpt instead.")
     raise CheckpointError(f"'{path}' is not a tensorf_jt training state.")
-
-
-def resume_args(args: argparse.Namespace, explicit: set[str], saved: dict) -> argparse.Namespace:
-    """The saved run's flags, with the ones set explicitly now that may change (``MAY_CHANGE_ON_RESUME``).
-
-    Any other explicitly set flag must equal the saved value: a resumed run is the same run.
-    Flags newer than the state file keep their value from ``args``.
-    """
-    merged = argparse.Namespace(**{**vars(args), **{k: v for k, v in saved.items() if k in vars(args)}})
-    conflicts = []
-    for name in sorted(explicit & set(vars(args))):
-        value = getattr(args, name)
-        if name in MAY_CHANGE_ON_RESUME:
-            setattr(merged, name, value)
-        elif name in saved and saved[name] != value:
-            conflicts.append(f"{name} = {value!r} (the saved run has {saved[name]!r})")
-    if conflicts:
-        raise ConfigError("A resumed run must keep the settings it was started with; these differ: "
-                          + "; ".join(conflicts) + ". Drop them from the command line or config file, "
-                          "or start a new run without --resume.")
-    merged.resume = args.resume
-    return merged
 
 
 def optimizer_state(optimizer: TorchAdam) -> dict:

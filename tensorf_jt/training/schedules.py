@@ -6,11 +6,15 @@ numpy so that every resolution and sample count comes out identical (e.g. lego's
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tensorf_jt.torch_numerics import linspace_f32
+from tensorf_jt.rendering.torch_numerics import linspace_f32
+
+if TYPE_CHECKING:
+    from tensorf_jt.config import ScheduleConfig
 
 
 def N_to_reso(n_voxels: int, bbox) -> list[int]:
@@ -63,10 +67,10 @@ class TrainingSchedule:
     voxel_targets: list[int] = field(default_factory=list)
 
     @classmethod
-    def from_args(cls, args) -> "TrainingSchedule":
-        upsamp = list(args.upsamp_list or [])
-        masks = list(args.update_AlphaMask_list or [])
-        return cls(upsamp, masks, voxel_counts(args.N_voxel_init, args.N_voxel_final, len(upsamp)))
+    def from_config(cls, schedule: ScheduleConfig) -> "TrainingSchedule":
+        upsamp = list(schedule.upsamp_list)
+        masks = list(schedule.update_AlphaMask_list)
+        return cls(upsamp, masks, voxel_counts(schedule.N_voxel_init, schedule.N_voxel_final, len(upsamp)))
 
     def updates_alpha_mask(self, iteration: int) -> bool:
         return iteration in self.update_AlphaMask_list
@@ -83,3 +87,32 @@ class TrainingSchedule:
     def voxels_after_upsample(self, iteration: int) -> int:
         """Voxel total the grid grows to at upsampling iteration ``iteration``."""
         return self.voxel_targets[sorted(self.upsamp_list).index(iteration)]
+
+
+@dataclass
+class ScheduleState:
+    """The values the schedule changes as training goes (a training state's ``schedule``).
+
+    ``reso_cur``: the grid's resolution; ``reso_mask``: the alpha grid's; ``nSamples``:
+    samples per ray; the loss weights (L1 switches at the first mask update, TV decays with
+    the learning rate every step); ``lr_scale``: learning rates relative to the schedule's
+    (the NaN guard halves it).
+    """
+
+    reso_cur: list[int]
+    reso_mask: list[int]
+    nSamples: int
+    L1_reg_weight: float
+    TV_weight_density: float
+    TV_weight_app: float
+    lr_scale: float = 1.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, saved: dict) -> "ScheduleState":
+        return cls(reso_cur=list(saved["reso_cur"]), reso_mask=list(saved["reso_mask"]),
+                   nSamples=int(saved["nSamples"]), L1_reg_weight=saved["L1_reg_weight"],
+                   TV_weight_density=saved["TV_weight_density"], TV_weight_app=saved["TV_weight_app"],
+                   lr_scale=saved["lr_scale"])

@@ -1,4 +1,4 @@
-"""``python -m tensorf_jt.export_torch --ckpt ours.th --out theirs.th``: a checkpoint the PyTorch TensoRF loads.
+"""``python -m tensorf_jt.cli.export_torch --ckpt ours.th --out theirs.th``: a checkpoint the PyTorch TensoRF loads.
 
 Writes what the reference's ``TensorBase.save`` writes (``torch.save`` format, no torch
 needed): ``kwargs``, ``state_dict`` and the packed alpha mask. The reference's ``train.py``
@@ -13,16 +13,16 @@ import argparse
 import os
 import sys
 
-from tensorf_jt.cli import run_cli
+from tensorf_jt.cli import exit_process, run_cli
 from tensorf_jt.errors import ConfigError
 
 
 def export_reference_checkpoint(ckpt_path: str, out_path: str) -> str:
     """Convert the checkpoint at ``ckpt_path`` (ours, or the reference's) to the reference's
     format at ``out_path``; returns the model class the reference must be told to build."""
-    from tensorf_jt.checkpoint import load_checkpoint
-    from tensorf_jt.reference_checkpoint import to_reference
-    from tensorf_jt.torch_format import save_torch_checkpoint
+    from tensorf_jt.formats.checkpoint import load_checkpoint
+    from tensorf_jt.formats.reference_checkpoint import to_reference
+    from tensorf_jt.formats.torch_format import save_torch_checkpoint
 
     if os.path.abspath(ckpt_path) == os.path.abspath(out_path):
         raise ConfigError("--out must differ from --ckpt: the export would replace the checkpoint it reads.")
@@ -34,7 +34,7 @@ def export_reference_checkpoint(ckpt_path: str, out_path: str) -> str:
 
 
 def _main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tensorf_jt.export_torch", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tensorf_jt.cli.export_torch", description=__doc__.splitlines()[0])
     parser.add_argument("--ckpt", required=True, help="checkpoint to convert (written by train.py)")
     parser.add_argument("--out", required=True, help="where to write the PyTorch TensoRF checkpoint")
     args = parser.parse_args(argv)
@@ -47,5 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     return run_cli(lambda: _main(sys.argv[1:] if argv is None else list(argv)))
 
 
+def entry_point() -> None:
+    """The ``tensorf-export-torch`` command: ``main``, then leave the process."""
+    exit_process(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry_point()

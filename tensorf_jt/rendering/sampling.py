@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import jittor as jt
 
-from tensorf_jt.torch_numerics import linspace_f32
+from tensorf_jt.rendering.torch_numerics import linspace_f32
 
 
 def ray_box_intersection(rays_o: jt.Var, rays_d: jt.Var, aabb: jt.Var) -> tuple[jt.Var, jt.Var]:

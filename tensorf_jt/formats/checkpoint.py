@@ -19,12 +19,12 @@ import tempfile
 import numpy as np
 import jittor as jt
 
-from tensorf_jt.alpha_grid import AlphaGridMask
+from tensorf_jt.rendering.alpha_grid import AlphaGridMask
 from tensorf_jt.errors import CheckpointError
-from tensorf_jt.file_modes import share_like_open
+from tensorf_jt.formats.file_modes import share_like_open
 from tensorf_jt.models import MODELS, TensorBase
-from tensorf_jt.reference_checkpoint import from_reference
-from tensorf_jt.torch_format import is_torch_checkpoint, load_torch_checkpoint
+from tensorf_jt.formats.reference_checkpoint import from_reference
+from tensorf_jt.formats.torch_format import is_torch_checkpoint, load_torch_checkpoint
 
 FORMAT = "tensorf_jt/1"
 

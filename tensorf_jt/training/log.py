@@ -10,13 +10,10 @@ import csv
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-
-if TYPE_CHECKING:
-    from tensorf_jt.trainer import Trainer
 
 CSV_NAME, JSON_NAME, PLOT_NAME = "train_log.csv", "train_log.json", "train_psnr.png"
 
@@ -44,20 +41,20 @@ class TrainingLog:
         for record in rows:
             self._write(dict(record))
 
-    def row(self, trainer: Trainer, iteration: int, mse: float | None = None, train_psnr: float | None = None,
-            test_psnr: float | None = None, event: str = "") -> dict:
-        """Append a row with the given values and the trainer's current rates, grid and ray count."""
-        groups = trainer.optimizer.param_groups
+    def row(self, iteration: int, *, lr_grid: float, lr_network: float, grid_size: Sequence[int], n_rays: int,
+            mse: float | None = None, train_psnr: float | None = None, test_psnr: float | None = None,
+            event: str = "") -> dict:
+        """Append a row: the given values, the current learning rates, grid size and training rays."""
         record = {
             "iteration": int(iteration),
             "wall_time_s": round(time.time() - self._started, 3),
             "mse": mse,
             "train_psnr": train_psnr,
             "test_psnr": test_psnr,
-            "lr_grid": float(groups[0]["lr"]),
-            "lr_network": float(groups[-1]["lr"]),
-            "grid_size": "x".join(str(n) for n in trainer.model.gridSize),
-            "n_rays": int(trainer.ray_batches.n_rays),
+            "lr_grid": float(lr_grid),
+            "lr_network": float(lr_network),
+            "grid_size": "x".join(str(n) for n in grid_size),
+            "n_rays": int(n_rays),
             "event": event,
         }
         self._write(record)

@@ -1,10 +1,15 @@
 """Image quality metrics, computed in numpy on [H, W, 3] images in [0, 1]."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from tensorf_jt.losses import mse_to_psnr
+
+def mse_to_psnr(mse: float) -> float:
+    """Peak signal-to-noise ratio in dB of images in [0, 1], from their mean squared error."""
+    return -10.0 * math.log10(max(mse, 1e-12))
 
 
 def psnr(image: np.ndarray, reference: np.ndarray) -> float:

@@ -10,7 +10,7 @@ absolute depth error where the dataset has ground-truth depth (the demo scene do
 A camera path (``evaluate_path``) has no ground truth: ``out/{idx:03d}.png``,
 ``out/rgbd/{idx:03d}.png``, and the frames as ``out/video.mp4`` and ``out/depthvideo.mp4``.
 
-Videos are H.264 through the ``imageio-ffmpeg`` package's ffmpeg (``tensorf_jt.video``;
+Videos are H.264 through the ``imageio-ffmpeg`` package's ffmpeg (``tensorf_jt.evaluation.video``;
 imageio quality 10 for views as the reference's ``evaluation``, 8 for the path as its
 ``evaluation_path``); without ffmpeg they are animated GIFs (``video.gif``, ...) and a note
 says so once per call.
@@ -32,10 +32,10 @@ import jittor as jt
 from tqdm.auto import tqdm
 
 from tensorf_jt.errors import ConfigError
-from tensorf_jt.metrics import mean_abs_depth_error, psnr, ssim
+from tensorf_jt.evaluation.metrics import mean_abs_depth_error, psnr, ssim
 from tensorf_jt.models import TensorBase
-from tensorf_jt.video import ffmpeg_available, write_video
-from tensorf_jt.visualize import depth_to_rgb
+from tensorf_jt.evaluation.video import ffmpeg_available, write_video
+from tensorf_jt.evaluation.visualize import depth_to_rgb
 
 
 def render_rays(model: TensorBase, rays: np.ndarray, chunk: int = 4096, N_samples: int = -1,

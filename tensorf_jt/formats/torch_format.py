@@ -36,7 +36,7 @@ import numpy as np
 import jittor as jt
 
 from tensorf_jt.errors import CheckpointError
-from tensorf_jt.file_modes import share_like_open
+from tensorf_jt.formats.file_modes import share_like_open
 
 ZIP_MAGIC = b"PK\x03\x04"
 # The first bytes of a checkpoint written by torch < 1.6 (a pickled magic number).

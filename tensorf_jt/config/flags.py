@@ -2,18 +2,19 @@
 
 A reference config file (``key = value`` lines, lists as ``[a,b,c]``) parses unchanged. Flags
 the reference lacks are grouped at the end and documented in the README. An unknown key in a
-config file is an error, as in the reference.
+config file is an error, as in the reference. The parsed flags are turned into a typed
+``RunConfig`` (``tensorf_jt.config.run_config``) at once; nothing below the command line reads
+them as flags.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import configargparse
 
 from tensorf_jt.errors import ConfigError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = REPO_ROOT / "configs" / "demo.txt"
 
 
@@ -120,35 +121,23 @@ def config_parser() -> configargparse.ArgumentParser:
     return parser
 
 
-# Flags the reference parses and never reads. Rather than accept a value that would silently
-# do nothing, a non-default value is refused with the reason.
-IGNORED_BY_REFERENCE = {
-    "lindisp": (False, "rays are marched with a fixed step inside the scene box (uniformly in NDC for "
-                       "forward-facing scenes), so disparity-spaced sampling does not apply"),
-    "with_depth": (False, "TensoRF has no depth supervision; the reference never reads this flag"),
-    "idx_view": (0, "the reference never reads this flag"),
-    "accumulate_decay": (0.998, "the reference never reads this flag"),
-}
+def flag_names() -> list[str]:
+    """Every flag's name, in the order the parser declares them (the order of saved ``train_args``)."""
+    return [action.dest for action in config_parser()._actions if action.dest != "help"]
 
 
-def parse_args_and_sources(argv: list[str] | None = None):
-    """Parse flags and config file; return the namespace and the names set explicitly
-    (on the command line or in the config file), and reject values that cannot work."""
+def parse_flags(argv: list[str] | None = None) -> tuple[dict, set[str]]:
+    """The flags as a dict (name: value, defaults filled in) and the names set explicitly, on
+    the command line or in the config file. Nothing is validated here (``RunConfig`` does)."""
     parser = config_parser()
     try:
-        args = parser.parse_args(argv)
+        namespace = parser.parse_args(argv)
     except SystemExit as exit_:
         if exit_.code == 0:  # --help
             raise
         raise ConfigError("Invalid command line or config file (see the message above); "
                           "every key must be one of the flags listed by --help.") from None
-    validate(args)
-    return args, _explicit_names(parser)
-
-
-def parse_args(argv: list[str] | None = None):
-    """Parsed and validated flags (see ``parse_args_and_sources``)."""
-    return parse_args_and_sources(argv)[0]
+    return dict(vars(namespace)), _explicit_names(parser)
 
 
 def _explicit_names(parser: configargparse.ArgumentParser) -> set[str]:
@@ -160,34 +149,3 @@ def _explicit_names(parser: configargparse.ArgumentParser) -> set[str]:
         elif source.startswith("config_file"):
             names.update(key.replace("-", "_") for key in settings)
     return names
-
-
-def validate(args) -> None:
-    positive = ("batch_size", "n_iters", "N_voxel_init", "N_voxel_final", "chunk_size", "featureC",
-                "progress_refresh_rate")
-    for name in positive:
-        if getattr(args, name) <= 0:
-            raise ConfigError(f"{name} must be positive, got {getattr(args, name)}.")
-    if args.save_every < 0:
-        raise ConfigError(f"save_every must be 0 (save only at the end) or positive, got {args.save_every}.")
-    if args.gc_every < 0:
-        raise ConfigError(f"gc_every must be 0 (never) or positive, got {args.gc_every}.")
-    if args.gc_growth != 0 and args.gc_growth <= 1:
-        raise ConfigError(f"gc_growth must be 0 (off) or above 1, got {args.gc_growth}.")
-    if args.N_vis != 0 and args.vis_every <= 0:
-        raise ConfigError(f"vis_every must be positive when N_vis is not 0, got {args.vis_every}.")
-    for name, (default, reason) in IGNORED_BY_REFERENCE.items():
-        if getattr(args, name) != default:
-            raise ConfigError(f"{name} = {getattr(args, name)} has no effect: {reason}. "
-                              "Remove it from the command line or config file.")
-    if args.downsample_train <= 0 or (args.downsample_test is not None and args.downsample_test <= 0):
-        raise ConfigError("downsample_train and downsample_test must be positive.")
-    if args.perturb not in (0.0, 1.0):
-        raise ConfigError(f"perturb must be 0 (no jitter) or 1 (jitter), got {args.perturb}.")
-    if args.N_voxel_final < args.N_voxel_init:
-        raise ConfigError(f"N_voxel_final ({args.N_voxel_final}) must not be smaller than "
-                          f"N_voxel_init ({args.N_voxel_init}).")
-    if args.step_ratio <= 0:
-        raise ConfigError(f"step_ratio must be positive, got {args.step_ratio}.")
-    if args.config is not None and not os.path.isfile(args.config):
-        raise ConfigError(f"Config file '{args.config}' does not exist.")

@@ -1,7 +1,5 @@
-"""Training losses and regularisers that do not depend on a particular decomposition."""
+"""Regularisers of the factorised grids (the reference's ``TVLoss`` and ``vectorDiffs``), shared by every model."""
 from __future__ import annotations
-
-import math
 
 import jittor as jt
 
@@ -33,8 +31,3 @@ def line_orthogonality(lines: list[jt.Var]) -> jt.Var:
         off_diagonal = gram * (1.0 - jt.init.eye(n_comp, "float32"))
         total = total + off_diagonal.abs().sum() / (n_comp * (n_comp - 1))
     return total
-
-
-def mse_to_psnr(mse: float) -> float:
-    """Peak signal-to-noise ratio in dB of images in [0, 1]."""
-    return -10.0 * math.log10(max(mse, 1e-12))

@@ -1,0 +1,323 @@
+"""The run configuration: the reference's flags, typed and grouped by what they control.
+
+``RunConfig.from_flags`` turns the parsed flags (``tensorf_jt.config.flags``) into frozen
+sections, once, and validates every value here; each part of the package then receives the
+section it needs. Field names are the reference's flag names (``opt.py``), so a reader moves
+between the two code bases and between a config file and the code without a lookup table.
+``to_flags`` gives the flat ``{flag: value}`` dict back, exactly as the parser produces it:
+that is what checkpoints and training states store as ``train_args``, as before.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Tuple
+
+from tensorf_jt.errors import ConfigError
+
+# Flags the reference parses and never reads. Rather than accept a value that would silently
+# do nothing, a non-default value is refused with the reason.
+IGNORED_BY_REFERENCE = {
+    "lindisp": (False, "rays are marched with a fixed step inside the scene box (uniformly in NDC for "
+                       "forward-facing scenes), so disparity-spaced sampling does not apply"),
+    "with_depth": (False, "TensoRF has no depth supervision; the reference never reads this flag"),
+    "idx_view": (0, "the reference never reads this flag"),
+    "accumulate_decay": (0.998, "the reference never reads this flag"),
+}
+
+# The names model_name and dataset_name accept: the keys of ``models.MODELS`` and
+# ``dataLoader.dataset_dict`` (a test keeps them equal; the config layer imports neither).
+MODEL_NAMES = ("TensorVMSplit", "TensorVM", "TensorCP")
+DATASET_NAMES = ("blender", "llff", "nsvf", "tankstemple", "own_data", "demo")
+
+# Flags that may differ between a saved run and the command that resumes it: they change
+# where files go, what is shown or rendered, or how often things are saved, not the training.
+MAY_CHANGE_ON_RESUME = frozenset({
+    "config", "resume", "ckpt", "basedir", "add_timestamp", "datadir", "save_every", "progress_refresh_rate",
+    "verbose", "gc_every", "gc_growth", "chunk_size", "kernels", "N_vis", "vis_every", "render_test", "render_train",
+    "render_path", "render_only", "export_mesh",
+})
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Which scene, and how its images are read."""
+
+    dataset_name: str  # blender, llff, nsvf, tankstemple, own_data or demo
+    datadir: str
+    downsample_train: float  # image size divisor of the training split
+    downsample_test: Optional[float]  # of the other splits; None: downsample_train
+    white_bkgd: bool  # composite on white even where the dataset's default is black
+    ndc_ray: bool  # forward-facing scenes: rays in normalised device coordinates
+    demo_image_size: int  # the built-in scene (dataset_name = demo): width and height in pixels
+    demo_n_train: int
+    demo_n_test: int
+
+    def downsample(self, split: str) -> float:
+        """The image size divisor of ``split``."""
+        if split != "train" and self.downsample_test is not None:
+            return self.downsample_test
+        return self.downsample_train
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The radiance field: decomposition, shading and ray marching (the model's constructor arguments)."""
+
+    model_name: str  # TensorVMSplit, TensorCP or TensorVM
+    n_lamb_sigma: Optional[Tuple[int, ...]]  # density components per plane/line (density_n_comp)
+    n_lamb_sh: Optional[Tuple[int, ...]]  # appearance components (appearance_n_comp)
+    data_dim_color: int  # appearance feature width (app_dim)
+    shadingMode: str
+    pos_pe: int
+    view_pe: int
+    fea_pe: int
+    featureC: int
+    fea2denseAct: str
+    density_shift: float
+    distance_scale: float
+    rm_weight_mask_thre: float  # rayMarch_weight_thres
+    alpha_mask_thre: float  # alphaMask_thres
+    step_ratio: float
+    nSamples: int  # upper bound on samples per ray (1e6: set by the grid alone)
+    ckpt: Optional[str]  # model to start training from, or to render
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """Schedule and optimisation: iterations, batches, learning rates, loss weights, grid events."""
+
+    n_iters: int
+    batch_size: int
+    seed: int
+    perturb: float  # 1: jitter the samples along each training ray, 0: do not
+    lr_init: float  # grids
+    lr_basis: float  # basis matrices and MLP
+    lr_decay_iters: int  # -1: n_iters
+    lr_decay_target_ratio: float
+    lr_upsample_reset: bool
+    L1_weight_inital: float  # the reference's spelling
+    L1_weight_rest: float
+    Ortho_weight: float
+    TV_weight_density: float
+    TV_weight_app: float
+    N_voxel_init: int
+    N_voxel_final: int
+    upsamp_list: Tuple[int, ...]
+    update_AlphaMask_list: Tuple[int, ...]
+
+    @property
+    def decay_iters(self) -> int:
+        """Iterations over which the learning rates fall to ``lr_decay_target_ratio``."""
+        return self.lr_decay_iters if self.lr_decay_iters > 0 else self.n_iters
+
+
+@dataclass(frozen=True)
+class RenderConfig:
+    """What is rendered during and after training (or from ``--ckpt``), and in what chunks."""
+
+    render_only: bool
+    render_test: bool
+    render_train: bool
+    render_path: bool
+    export_mesh: bool
+    N_vis: int  # test views rendered every vis_every iterations (-1: all, 0: none)
+    vis_every: int
+    chunk_size: int  # rays rendered at once
+
+    @property
+    def renders_anything(self) -> bool:
+        return self.render_test or self.render_train or self.render_path
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """How the process runs: kernel path, memory cleanups, logging."""
+
+    kernels: str  # fused or reference
+    gc_every: int  # full cleanup of Jittor's graph and cache every N iterations (0: never)
+    gc_growth: float  # hand the allocator cache back when it grows by this factor (0: never)
+    verbose: bool  # show Jittor's own log
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """Where a run writes, how it reports progress, and how it is saved and resumed."""
+
+    expname: Optional[str]
+    basedir: str
+    add_timestamp: bool
+    progress_refresh_rate: int
+    save_every: int  # training state every N iterations (0: only at the end)
+    resume: Optional[str]  # a training state file, or 'auto'
+
+    def run_folder(self, timestamp: str = "") -> str:
+        return os.path.join(self.basedir, f"{self.expname}{timestamp}")
+
+
+_SECTIONS = {"data": DataConfig, "model": ModelConfig, "schedule": ScheduleConfig, "render": RenderConfig,
+             "runtime": RuntimeConfig, "output": OutputConfig}
+# Flags stored as the reference's 0/1 integers, typed here as booleans.
+_INT_BOOLEANS = frozenset({"ndc_ray", "lr_upsample_reset", "render_only", "render_test", "render_train",
+                           "render_path", "export_mesh", "add_timestamp"})
+_OPTIONAL_LISTS = frozenset({"n_lamb_sigma", "n_lamb_sh"})
+_LISTS = frozenset({"upsamp_list", "update_AlphaMask_list"})
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Every setting of one run, in sections; ``config`` is the config file it was read from."""
+
+    data: DataConfig
+    model: ModelConfig
+    schedule: ScheduleConfig
+    render: RenderConfig
+    runtime: RuntimeConfig
+    output: OutputConfig
+    config: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @classmethod
+    def from_flags(cls, flags: Mapping[str, Any]) -> "RunConfig":
+        """The configuration the flat ``{flag: value}`` dict describes (all flags present)."""
+        for name, (default, reason) in IGNORED_BY_REFERENCE.items():
+            if flags.get(name, default) != default:
+                raise ConfigError(f"{name} = {flags[name]} has no effect: {reason}. "
+                                  "Remove it from the command line or config file.")
+        sections = {}
+        for section, kind in _SECTIONS.items():
+            values = {}
+            for field in dataclasses.fields(kind):
+                if field.name not in flags:
+                    raise ConfigError(f"The setting '{field.name}' is missing.")
+                values[field.name] = _typed(field.name, flags[field.name])
+            sections[section] = kind(**values)
+        return cls(config=flags.get("config"), **sections)
+
+    def to_flags(self) -> dict:
+        """The flat ``{flag: value}`` dict, as the parser gives it (the ``train_args`` of saved files)."""
+        values = {"config": self.config}
+        values.update({name: default for name, (default, _) in IGNORED_BY_REFERENCE.items()})
+        for section in _SECTIONS:
+            for field in dataclasses.fields(getattr(self, section)):
+                values[field.name] = _flag_value(field.name, getattr(getattr(self, section), field.name))
+        return {name: values[name] for name in _flag_order() if name in values}
+
+    def with_flags(self, **updates: Any) -> "RunConfig":
+        """A copy with some flags changed (validated again)."""
+        unknown = sorted(set(updates) - set(self.to_flags()))
+        if unknown:
+            raise ConfigError(f"Unknown setting(s): {', '.join(unknown)}.")
+        return RunConfig.from_flags({**self.to_flags(), **updates})
+
+
+@functools.lru_cache(maxsize=1)
+def _flag_order() -> tuple[str, ...]:
+    from tensorf_jt.config.flags import flag_names
+    return tuple(flag_names())
+
+
+def _typed(name: str, value: Any) -> Any:
+    if name in _INT_BOOLEANS:
+        return bool(value)
+    if name in _OPTIONAL_LISTS:
+        return None if value is None else tuple(int(v) for v in value)
+    if name in _LISTS:
+        return tuple(int(v) for v in value or ())
+    if name == "nSamples":
+        return int(value)
+    return value
+
+
+def _flag_value(name: str, value: Any) -> Any:
+    if name in _INT_BOOLEANS:
+        return int(value)
+    if name in _OPTIONAL_LISTS:
+        return None if value is None else list(value)
+    if name in _LISTS:
+        return list(value) if value else None
+    return value
+
+
+def _validate(config: RunConfig) -> None:
+    """Refuse values that cannot work, naming the setting and what it accepts."""
+    data, model, schedule, render = config.data, config.model, config.schedule, config.render
+    runtime, output = config.runtime, config.output
+    positive = {"batch_size": schedule.batch_size, "n_iters": schedule.n_iters,
+                "N_voxel_init": schedule.N_voxel_init, "N_voxel_final": schedule.N_voxel_final,
+                "chunk_size": render.chunk_size, "featureC": model.featureC,
+                "progress_refresh_rate": output.progress_refresh_rate}
+    for name, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{name} must be positive, got {value}.")
+    if output.save_every < 0:
+        raise ConfigError(f"save_every must be 0 (save only at the end) or positive, got {output.save_every}.")
+    if runtime.gc_every < 0:
+        raise ConfigError(f"gc_every must be 0 (never) or positive, got {runtime.gc_every}.")
+    if runtime.gc_growth != 0 and runtime.gc_growth <= 1:
+        raise ConfigError(f"gc_growth must be 0 (off) or above 1, got {runtime.gc_growth}.")
+    if runtime.kernels not in ("fused", "reference"):
+        raise ConfigError(f"kernels must be 'fused' or 'reference', got '{runtime.kernels}'.")
+    if render.N_vis != 0 and render.vis_every <= 0:
+        raise ConfigError(f"vis_every must be positive when N_vis is not 0, got {render.vis_every}.")
+    if data.downsample_train <= 0 or (data.downsample_test is not None and data.downsample_test <= 0):
+        raise ConfigError("downsample_train and downsample_test must be positive.")
+    if schedule.perturb not in (0.0, 1.0):
+        raise ConfigError(f"perturb must be 0 (no jitter) or 1 (jitter), got {schedule.perturb}.")
+    if schedule.N_voxel_final < schedule.N_voxel_init:
+        raise ConfigError(f"N_voxel_final ({schedule.N_voxel_final}) must not be smaller than "
+                          f"N_voxel_init ({schedule.N_voxel_init}).")
+    if model.step_ratio <= 0:
+        raise ConfigError(f"step_ratio must be positive, got {model.step_ratio}.")
+    if model.model_name not in MODEL_NAMES:
+        raise ConfigError(f"model_name '{model.model_name}' is not supported; choose one of {', '.join(MODEL_NAMES)}.")
+    if data.dataset_name not in DATASET_NAMES:
+        raise ConfigError(f"dataset_name '{data.dataset_name}' is not supported; "
+                          f"choose one of {', '.join(DATASET_NAMES)}.")
+    if config.config is not None and not os.path.isfile(config.config):
+        raise ConfigError(f"Config file '{config.config}' does not exist.")
+
+
+def require_for_training(config: RunConfig) -> None:
+    """What a training run needs beyond valid values: a name, and the model's size unless it starts from ``--ckpt``."""
+    if not config.output.expname:
+        raise ConfigError("expname is not set: give --expname NAME or an 'expname = NAME' line in the config.")
+    if config.model.ckpt is None and (not config.model.n_lamb_sigma or not config.model.n_lamb_sh):
+        raise ConfigError("n_lamb_sigma and n_lamb_sh must be set, e.g. 'n_lamb_sigma = [16,16,16]' "
+                          "and 'n_lamb_sh = [48,48,48]' as in configs/lego.txt.")
+
+
+def require_for_rendering(config: RunConfig) -> None:
+    """``train.py --render_only 1`` / ``--export_mesh 1``: a checkpoint, and something to render."""
+    if config.render.export_mesh and not config.model.ckpt:
+        raise ConfigError("export_mesh = 1 exports the mesh of a trained model: give --ckpt PATH.th.")
+    if config.render.render_only and not config.render.renders_anything:
+        raise ConfigError("render_only = 1 renders nothing without --render_test 1, --render_train 1 "
+                          "or --render_path 1.")
+
+
+def resumed(config: RunConfig, explicit: set[str], saved: Mapping[str, Any]) -> RunConfig:
+    """The saved run's settings (``saved``: its ``train_args``), with the ones set explicitly now
+    that may change (``MAY_CHANGE_ON_RESUME``).
+
+    Any other explicitly set flag must equal the saved value: a resumed run is the same run.
+    Flags newer than the state file keep their value from ``config``.
+    """
+    current = config.to_flags()
+    merged = {**current, **{name: value for name, value in saved.items() if name in current}}
+    conflicts = []
+    for name in sorted(explicit & set(current)):
+        if name in MAY_CHANGE_ON_RESUME:
+            merged[name] = current[name]
+        elif name in saved and saved[name] != current[name]:
+            conflicts.append(f"{name} = {current[name]!r} (the saved run has {saved[name]!r})")
+    if conflicts:
+        raise ConfigError("A resumed run must keep the settings it was started with; these differ: "
+                          + "; ".join(conflicts) + ". Drop them from the command line or config file, "
+                          "or start a new run without --resume.")
+    merged["resume"] = current["resume"]
+    return RunConfig.from_flags(merged)
