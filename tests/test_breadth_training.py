@@ -24,13 +24,13 @@ CP_VARIANT = ["--model_name", "TensorCP", "--n_lamb_sigma", "96", "--n_lamb_sh",
 @pytest.mark.parametrize("shading", SHADING_MODES)
 def test_model_and_shading_mode_trains(model_name, shading, tiny_scene, tmp_path):
     app_dim = {"SH": "27", "RGB": "3"}.get(shading, "12")
-    args = load_run_config(["--config", os.path.join(CONFIGS, "demo.txt"), "--datadir", tiny_scene,
+    config = load_run_config(["--config", os.path.join(CONFIGS, "demo.txt"), "--datadir", tiny_scene,
                        "--basedir", str(tmp_path), "--expname", "breadth", "--model_name", model_name,
                        "--shadingMode", shading, "--data_dim_color", app_dim, "--n_lamb_sigma", "4",
                        "--n_lamb_sh", "8", "--batch_size", "512", "--N_voxel_init", "4096",
                        "--N_voxel_final", "4096", "--N_vis", "0", "--seed", "3", "--density_shift", "-2",
                        "--dataset_name", "blender"])  # reads the shared scene, never regenerates it
-    trainer = Trainer(args)
+    trainer = Trainer(config)
     losses = [trainer.train_step() for _ in range(40)]
     assert all(math.isfinite(loss) for loss in losses)
     first, last = np.mean(losses[:5]), np.mean(losses[-5:])
@@ -56,10 +56,10 @@ def _reference_config_cases():
                          ids=lambda value: getattr(value, "__name__", None) if callable(value) else None)
 def test_reference_config_starts_training_on_its_format(config, make_dataset, variant, tiny_scene, tmp_path):
     datadir = tiny_scene if make_dataset is None else make_dataset(str(tmp_path / "data"))
-    args = load_run_config(["--config", os.path.join(CONFIGS, config), "--datadir", datadir,
-                       "--basedir", str(tmp_path / "log"), *TINY, *variant])
-    result = train(args)
+    config = load_run_config(["--config", os.path.join(CONFIGS, config), "--datadir", datadir,
+                            "--basedir", str(tmp_path / "log"), *TINY, *variant])
+    result = train(config)
     assert result.iterations == 3 and math.isfinite(result.final_train_psnr)
     assert os.path.isfile(result.checkpoint)
     if variant:
-        assert args.model_name == "TensorCP" and args.n_lamb_sh == [288]
+        assert config.model.model_name == "TensorCP" and config.model.n_lamb_sh == (288,)

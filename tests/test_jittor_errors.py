@@ -6,8 +6,9 @@ paths shortened); the CUDA ones follow the same formats with Jittor's nvcc comma
 import pytest
 
 from tensorf_jt.config import load_run_config
-from tensorf_jt.runtime.jittor_errors import (KernelCompileFailed, OutOfMemory, compile_failure, explain_jittor_error,
-                                              jittor_error_hints, out_of_memory_cause, save_error_report)
+from tensorf_jt.runtime.error_hints import (KernelCompileFailed, OutOfMemory, explain_jittor_error, jittor_error_hints,
+                                            save_error_report)
+from tensorf_jt.runtime.jittor_errors import compile_failure, out_of_memory_cause
 
 RED, RESET = "\x1b[38;5;1m", "\x1b[m"
 CACHE = "/root/.cache/jittor/jt1.3.11/g++12.2.0/py3.11.7/Linux-6.18.44-xe2/AMDEPYC/7b6b/main"

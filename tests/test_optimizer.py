@@ -17,7 +17,7 @@ from model_factory import rays_towards_box, tiny_model
 from tensorf_jt.errors import CheckpointError
 from tensorf_jt.training.optimizer import TorchAdam
 from tensorf_jt.training.state import load_optimizer_state, optimizer_state
-from tensorf_jt.training.trainer import make_optimizer
+from tensorf_jt.training.optimizer import make_optimizer
 
 FIXTURE = np.load(os.path.join(os.path.dirname(__file__), "fixtures", "torch_adam_steps.npz"))
 NAMES = ("A", "B", "C")  # groups: (A, B) at lr 0.02, (C) at lr 0.001

@@ -24,12 +24,12 @@ SHORT_SCHEDULE = ["--n_iters", "90", "--N_voxel_init", "32768", "--N_voxel_final
 
 
 def train_tiny(tmp_path, kernels: str, schedule: list[str] = FULL_SCHEDULE):
-    args = load_run_config([
+    config = load_run_config([
         "--config", "configs/demo.txt", "--datadir", str(tmp_path / "scene"), "--basedir", str(tmp_path / "log"),
         "--expname", "tiny", "--demo_image_size", "32", "--demo_n_train", "16", "--demo_n_test", "2",
         "--batch_size", "512", *schedule, "--N_vis", "1", "--render_test", "1", "--seed", "7", "--kernels", kernels,
     ])
-    result = train(args)
+    result = train(config)
     metrics = result.test_metrics
     print(f"tiny demo ({kernels}): test PSNR {metrics['psnr']:.2f}, SSIM {metrics['ssim']:.4f}, "
           f"depth error {metrics['depth_abs_error']:.4f}, {result.wall_time_s:.1f} s")

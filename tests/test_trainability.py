@@ -8,7 +8,7 @@ import jittor as jt
 
 from model_factory import AABB, rays_towards_box, tiny_model
 from tensorf_jt.rendering.alpha_grid import AlphaGridMask
-from tensorf_jt.training.trainer import make_optimizer
+from tensorf_jt.training.optimizer import make_optimizer
 
 
 def assert_every_parameter_trains(model):

@@ -21,7 +21,7 @@ A crash that only Jittor's parallel compiler causes needs ``--parallel --under-d
 (the operators it compiled before dying are cached, so a rerun would not crash again). That
 is how the crash of every GPU training run at iteration 0 was found on an H200: under
 cuda-gdb, two compiler threads inside Python's allocator, called from the Python hook through
-which Jittor writes ``jt.isfinite``'s source (probe ``python_hook_ops``; README, "On a GPU").
+which Jittor writes ``jt.isfinite``'s source (probe ``python_hook_ops``; docs/GPU.md).
 
 ``--inject-failing-compiler`` replaces the compiler inside each probe by one that exits 1
 without output (Jittor reports that as "return -1 ... overcommit issue or out of memory");
@@ -92,7 +92,7 @@ def elementwise_and_reductions() -> None:
 
 
 @probe("Jittor's Python-hook operators (isfinite, isnan, isinf) compiled in one batch; with --parallel "
-       "this is Jittor 1.3.11's compile-thread race that crashed training (tensorf_jt uses none of them)")
+       "this is Jittor 1.3.11's compile-thread race (tensorf_jt's training uses none of these operators)")
 def python_hook_ops() -> None:
     import jittor as jt
     tensors = [jt.rand(*shape) for shape in ((64,), (8, 9), (4, 5, 6), (2, 3, 4, 5))]
@@ -218,7 +218,7 @@ def _model_step(kernels_name: str) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from model_factory import rays_towards_box, tiny_model
     from tensorf_jt import kernels
-    from tensorf_jt.training.trainer import make_optimizer
+    from tensorf_jt.training.optimizer import make_optimizer
 
     kernels.set_kernels(kernels_name)
     rays = jt.array(rays_towards_box(1024, seed=4))

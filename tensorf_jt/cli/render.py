@@ -142,7 +142,7 @@ def _main(argv: list[str]) -> int:
     config, explicit = parse_run_config(argv)
     if not (config.render.render_train or config.render.render_path or config.render.export_mesh):
         config = config.with_flags(render_test=1)
-    from tensorf_jt.runtime.jittor_errors import jittor_error_hints
+    from tensorf_jt.runtime.error_hints import jittor_error_hints
     with jittor_error_hints(config, "rendering"):
         render_checkpoint(config, explicit)
     return 0

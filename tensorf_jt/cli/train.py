@@ -29,7 +29,7 @@ def _main(argv: list[str]) -> int:
         argv = ["--config", str(DEMO_CONFIG)]
     config, explicit = parse_run_config(argv)
     require_for_rendering(config)
-    from tensorf_jt.runtime.jittor_errors import jittor_error_hints
+    from tensorf_jt.runtime.error_hints import jittor_error_hints
     if config.render.render_only or config.render.export_mesh:
         from tensorf_jt.cli.render import render_checkpoint
         with jittor_error_hints(config, "rendering"):

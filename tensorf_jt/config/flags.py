@@ -1,7 +1,7 @@
 """Command-line flags and config files, key for key the reference's ``opt.py``.
 
 A reference config file (``key = value`` lines, lists as ``[a,b,c]``) parses unchanged. Flags
-the reference lacks are grouped at the end and documented in the README. An unknown key in a
+the reference lacks are grouped at the end and documented in docs/TRAINING.md. An unknown key in a
 config file is an error, as in the reference. The parsed flags are turned into a typed
 ``RunConfig`` (``tensorf_jt.config.run_config``) at once; nothing below the command line reads
 them as flags.

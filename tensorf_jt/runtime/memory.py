@@ -5,8 +5,8 @@ request no larger than it, and gives nothing back until an allocation fails. Whi
 samples a step keeps grow from step to step (as densities first appear, and after each
 upsampling), every step needs blocks a little larger than the cached ones: new ones are
 allocated and the old ones stay. On lego's config on the CPU (4096 rays, ~440 samples each,
-a 64-pixel scene) that held 11.7 GB by iteration 44 and 20 GB by iteration 80, where one
-step needs about 4 GB; on a 24 GB machine a run was killed. On the CPU no allocation fails
+a 64-pixel scene) that holds 11.7 GB by iteration 44 and 20 GB by iteration 80, where one
+step needs about 4 GB, so a 24 GB machine runs out. On the CPU no allocation fails
 before the system runs out; on a GPU the cache fills the device. Handing the cache back after
 every step bounds it too, but then every step pays for fresh pages (1.4x the loop time there),
 so ``CacheTrim`` hands it back only once it has grown by a quarter.

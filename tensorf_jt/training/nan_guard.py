@@ -28,9 +28,9 @@ def nonfinite_parameters(model) -> list[str]:
     Checked with numpy on the host, not with ``jt.isfinite``: Jittor generates that operator's
     source through a Python hook (``@python.jittor.auto_parallel``) which its parallel op
     compiler calls from several threads without holding the GIL. Compiling the checks of all
-    tensors at once crashed the process in those threads (``Caught segfault ... thread_name:
-    'C1'``) at every run's first snapshot on a GPU, and now and then on the CPU. The copy to the
-    host costs milliseconds, once per snapshot.
+    tensors at once crashes the process in those threads (``Caught segfault ... thread_name:
+    'C1'``): on a GPU at the first snapshot, on the CPU now and then. The copy to the host
+    costs milliseconds, once per snapshot.
     """
     state = model.state_dict()
     jt.sync(list(state.values()))

@@ -23,10 +23,13 @@ Note:
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import jittor as jt
+
+if TYPE_CHECKING:
+    from tensorf_jt.models import TensorBase
 
 __all__ = ["TorchAdam"]
 
@@ -138,3 +141,11 @@ class TorchAdam(jt.optim.Adam):
                 v.update(new_v)
             group["steps"].update(steps)
         self.post_step()
+
+
+def make_optimizer(model: TensorBase, lr_grid: float, lr_network: float) -> TorchAdam:
+    """Adam over the model's two parameter groups (grids at ``lr_grid``, basis matrix and MLP at
+    ``lr_network``) with the reference's betas. Jittor's optimizers need a default lr even
+    with per-group lrs. Groups without parameters (the SH and RGB shaders have none) are left out."""
+    groups = [group for group in model.get_optparam_groups(lr_grid, lr_network) if list(group["params"])]
+    return TorchAdam(groups, lr=lr_grid, betas=(0.9, 0.99))

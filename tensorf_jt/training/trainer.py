@@ -39,28 +39,20 @@ from tensorf_jt.evaluation.views import evaluate, evaluate_path
 from tensorf_jt.formats.checkpoint import load_checkpoint, model_from_checkpoint, save_atomically, save_checkpoint
 from tensorf_jt.models import MODELS, TensorBase
 from tensorf_jt.runtime import distributed
-from tensorf_jt.runtime.jittor_errors import explain_jittor_error
+from tensorf_jt.runtime.error_hints import explain_jittor_error
 from tensorf_jt.runtime.memory import CacheTrim, free_memory, peak_rss_mb
 from tensorf_jt.runtime.profiling import stage
 from tensorf_jt.runtime.seeding import seed_everything, seed_iteration
 from tensorf_jt.runtime.signals import stop_requests
 from tensorf_jt.training import events
 from tensorf_jt.training.log import TrainingLog
+from tensorf_jt.training.losses import regularisation
 from tensorf_jt.training.nan_guard import SNAPSHOT_EVERY_WITHOUT_SAVES, NanGuard, nonfinite_parameters
-from tensorf_jt.training.optimizer import TorchAdam
+from tensorf_jt.training.optimizer import make_optimizer
 from tensorf_jt.training.ray_filtering import filter_training_rays, ray_batches
 from tensorf_jt.training.schedules import N_to_reso, ScheduleState, TrainingSchedule, lr_decay_factor
 from tensorf_jt.training.state import (find_latest_state, load_optimizer_state, optimizer_state, read_state,
                                        snapshot, state_contents, state_path, unpack_ray_mask)
-
-
-def make_optimizer(model: TensorBase, lr_grid: float, lr_network: float) -> TorchAdam:
-    """Adam with the reference's betas, stepping as torch's does (per-parameter step counts, no
-    step without a gradient: ``training.optimizer``); Jittor's optimizers need a default lr
-    even with per-group lrs. Groups without parameters (the SH and RGB shaders have none) are
-    left out."""
-    groups = [group for group in model.get_optparam_groups(lr_grid, lr_network) if list(group["params"])]
-    return TorchAdam(groups, lr=lr_grid, betas=(0.9, 0.99))
 
 
 @dataclass
@@ -245,21 +237,6 @@ class Trainer:
         self.events.append((iteration, f"non-finite: {text}"))
 
     # ------------------------------------------------------------------ a step
-    def regularisation(self) -> jt.Var | float:
-        """Weighted regularisers of this iteration; TV weights decay with the learning rate."""
-        total = 0.0
-        if self.config.schedule.Ortho_weight > 0:
-            total = total + self.config.schedule.Ortho_weight * self.model.vector_comp_diffs()
-        if self.grid.L1_reg_weight > 0:
-            total = total + self.grid.L1_reg_weight * self.model.density_L1()
-        if self.grid.TV_weight_density > 0:
-            self.grid.TV_weight_density *= self.lr_factor
-            total = total + self.model.TV_loss_density() * self.grid.TV_weight_density
-        if self.grid.TV_weight_app > 0:
-            self.grid.TV_weight_app *= self.lr_factor
-            total = total + self.model.TV_loss_app() * self.grid.TV_weight_app
-        return total
-
     def train_step(self) -> float:
         """One optimisation step on the next ray batch; returns the batch's photometric MSE."""
         with stage("batch"):
@@ -269,7 +246,8 @@ class Trainer:
         mse = jt.sqr(rgb_map - rgbs).mean()
         with stage("backward"):
             self.optimizer.zero_grad()
-            self.optimizer.backward(mse + self.regularisation())
+            self.optimizer.backward(mse + regularisation(self.model, self.grid, self.config.schedule.Ortho_weight,
+                                                         self.lr_factor))
         with stage("optimizer"):
             self.optimizer.step()
             for group in self.optimizer.param_groups:
