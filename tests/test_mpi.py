@@ -47,7 +47,9 @@ def parameters(checkpoint: Path) -> dict[str, np.ndarray]:
 
 
 def files_under(folder: Path) -> list[str]:
-    return sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file())
+    """Files under ``folder``; TensorBoard event files (named by time and host) as 'EVENTS'."""
+    return sorted("EVENTS" if path.name.startswith("events.out.tfevents.") else str(path.relative_to(folder))
+                  for path in folder.rglob("*") if path.is_file())
 
 
 @needs_mpi
@@ -70,6 +72,7 @@ def test_two_ranks_train_what_one_process_trains(tiny_scene, tmp_path):
 
     # Rank 0 alone writes and reports: the files are one run's, each written once.
     assert files_under(tmp_path / "two") == files_under(tmp_path / "one")
+    assert files_under(tmp_path / "two").count("EVENTS") == 1, "one TensorBoard event file, rank 0's"
     log_rows = [(tmp_path / f"{name}/run/train_log.csv").read_text().count("\n") for name in ("two", "one")]
     assert log_rows[0] == log_rows[1]
     assert two.stdout.count("checkpoint: ") == 1 and two.stdout.count("test: PSNR") == 1

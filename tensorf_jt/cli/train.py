@@ -50,11 +50,8 @@ def _main(argv: list[str]) -> int:
     print(f"wall time {result.wall_time_s:.1f} s, {result.seconds_per_iter_median:.3f} s/iter (median), "
           f"peak RSS {result.peak_rss_mb:.0f} MB, final train PSNR {result.final_train_psnr:.2f}")
     if result.test_metrics:
-        metrics = result.test_metrics
-        line = f"test: PSNR {metrics['psnr']:.2f}, SSIM {metrics['ssim']:.4f}"
-        if "depth_abs_error" in metrics:
-            line += f", mean |depth error| {metrics['depth_abs_error']:.4f}"
-        print(line)
+        from tensorf_jt.cli.render import metrics_line
+        print(f"test: {metrics_line(result.test_metrics)}")
     return 0
 
 

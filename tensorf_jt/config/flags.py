@@ -110,20 +110,25 @@ def config_parser() -> configargparse.ArgumentParser:
         help="between those, free Jittor's cached memory whenever it holds this many times what it held "
              "after the last cleanup (0: never)")
     add("--chunk_size", type=int, default=4096, help="rays per chunk when rendering images")
+    add("--compute_extra_metrics", type=int, default=1,
+        help="score rendered test/train views with SSIM, LPIPS-Alex and LPIPS-VGG besides PSNR "
+             "(the reference's compute_extra_metrics); 0: PSNR only")
     add("--save_every", type=int, default=1000,
         help="write the training state (basedir/expname/expname_state.th) every N iterations; 0: only at the end")
     add("--resume", type=str, default=None,
         help="continue the run saved in this training state file; 'auto': the newest one of this run's folder")
     add("--verbose", action="store_true", help="show Jittor's own log messages")
+    add("--tensorboard", type=int, default=1,
+        help="write TensorBoard scalars (the reference's tags) into the run's folder; 0: do not")
     add("--demo_image_size", type=int, default=100, help="demo scene: image width and height in pixels")
     add("--demo_n_train", type=int, default=60, help="demo scene: number of training views")
     add("--demo_n_test", type=int, default=8, help="demo scene: number of test views")
     return parser
 
 
-def flag_names() -> list[str]:
-    """Every flag's name, in the order the parser declares them (the order of saved ``train_args``)."""
-    return [action.dest for action in config_parser()._actions if action.dest != "help"]
+def flag_defaults() -> dict:
+    """Every flag's default, in the order the parser declares them (the order of saved ``train_args``)."""
+    return {action.dest: action.default for action in config_parser()._actions if action.dest != "help"}
 
 
 def parse_flags(argv: list[str] | None = None) -> tuple[dict, set[str]]:

@@ -37,7 +37,7 @@ DATASET_NAMES = ("blender", "llff", "nsvf", "tankstemple", "own_data", "demo")
 MAY_CHANGE_ON_RESUME = frozenset({
     "config", "resume", "ckpt", "basedir", "add_timestamp", "datadir", "save_every", "progress_refresh_rate",
     "verbose", "gc_every", "gc_growth", "chunk_size", "kernels", "N_vis", "vis_every", "render_test", "render_train",
-    "render_path", "render_only", "export_mesh",
+    "render_path", "render_only", "export_mesh", "compute_extra_metrics", "tensorboard",
 })
 
 
@@ -119,6 +119,7 @@ class RenderConfig:
     """What is rendered during and after training (or from ``--ckpt``), and in what chunks."""
 
     render_only: bool
+    compute_extra_metrics: bool  # SSIM and LPIPS besides PSNR for the final renders
     render_test: bool
     render_train: bool
     render_path: bool
@@ -152,6 +153,7 @@ class OutputConfig:
     progress_refresh_rate: int
     save_every: int  # training state every N iterations (0: only at the end)
     resume: Optional[str]  # a training state file, or 'auto'
+    tensorboard: bool  # TensorBoard event file in the run's folder
 
     def run_folder(self, timestamp: str = "") -> str:
         return os.path.join(self.basedir, f"{self.expname}{timestamp}")
@@ -161,7 +163,8 @@ _SECTIONS = {"data": DataConfig, "model": ModelConfig, "schedule": ScheduleConfi
              "runtime": RuntimeConfig, "output": OutputConfig}
 # Flags stored as the reference's 0/1 integers, typed here as booleans.
 _INT_BOOLEANS = frozenset({"ndc_ray", "lr_upsample_reset", "render_only", "render_test", "render_train",
-                           "render_path", "export_mesh", "add_timestamp"})
+                           "render_path", "export_mesh", "add_timestamp", "compute_extra_metrics",
+                           "tensorboard"})
 _OPTIONAL_LISTS = frozenset({"n_lamb_sigma", "n_lamb_sh"})
 _LISTS = frozenset({"upsamp_list", "update_AlphaMask_list"})
 
@@ -183,7 +186,9 @@ class RunConfig:
 
     @classmethod
     def from_flags(cls, flags: Mapping[str, Any]) -> "RunConfig":
-        """The configuration the flat ``{flag: value}`` dict describes (all flags present)."""
+        """The configuration the flat ``{flag: value}`` dict describes; a flag it lacks (the
+        ``train_args`` of a file written before that flag existed) takes its default."""
+        flags = {**_flag_defaults(), **flags}
         for name, (default, reason) in IGNORED_BY_REFERENCE.items():
             if flags.get(name, default) != default:
                 raise ConfigError(f"{name} = {flags[name]} has no effect: {reason}. "
@@ -192,8 +197,6 @@ class RunConfig:
         for section, kind in _SECTIONS.items():
             values = {}
             for field in dataclasses.fields(kind):
-                if field.name not in flags:
-                    raise ConfigError(f"The setting '{field.name}' is missing.")
                 values[field.name] = _typed(field.name, flags[field.name])
             sections[section] = kind(**values)
         return cls(config=flags.get("config"), **sections)
@@ -205,7 +208,7 @@ class RunConfig:
         for section in _SECTIONS:
             for field in dataclasses.fields(getattr(self, section)):
                 values[field.name] = _flag_value(field.name, getattr(getattr(self, section), field.name))
-        return {name: values[name] for name in _flag_order() if name in values}
+        return {name: values[name] for name in _flag_defaults() if name in values}
 
     def with_flags(self, **updates: Any) -> "RunConfig":
         """A copy with some flags changed (validated again)."""
@@ -216,9 +219,9 @@ class RunConfig:
 
 
 @functools.lru_cache(maxsize=1)
-def _flag_order() -> tuple[str, ...]:
-    from tensorf_jt.config.flags import flag_names
-    return tuple(flag_names())
+def _flag_defaults() -> dict:
+    from tensorf_jt.config.flags import flag_defaults
+    return flag_defaults()
 
 
 def _typed(name: str, value: Any) -> Any:

@@ -4,8 +4,10 @@ Output layout is the reference's, so scripts written for it keep working: for a 
 ``out`` and prefix ``p``, ``out/p{idx:03d}.png`` (RGB), ``out/rgbd/p{idx:03d}.png`` (RGB next
 to the colour-mapped depth), ``out/pmean.txt`` (mean PSNR, then mean SSIM), and the rendered
 views as videos, ``out/pvideo.mp4`` (RGB) and ``out/pdepthvideo.mp4`` (colour-mapped depth),
-30 fps, one frame per view. Ours adds ``out/pmetrics.json`` with per-view figures, and mean
-absolute depth error where the dataset has ground-truth depth (the demo scene does).
+30 fps, one frame per view. ``mean.txt`` holds the reference's lines: mean PSNR, then with the
+extra metrics mean SSIM, LPIPS-Alex and LPIPS-VGG (``nan`` where the LPIPS weights are not
+installed). Ours adds ``out/pmetrics.json`` with per-view figures, and mean absolute depth
+error where the dataset has ground-truth depth (the demo scene does).
 
 A camera path (``evaluate_path``) has no ground truth: ``out/{idx:03d}.png``,
 ``out/rgbd/{idx:03d}.png``, and the frames as ``out/video.mp4`` and ``out/depthvideo.mp4``.
@@ -32,7 +34,9 @@ import jittor as jt
 from tqdm.auto import tqdm
 
 from tensorf_jt.errors import ConfigError
+from tensorf_jt.evaluation.lpips import MIN_SIZE as LPIPS_MIN_SIZE, lpips_distance
 from tensorf_jt.evaluation.metrics import mean_abs_depth_error, psnr, ssim
+from tensorf_jt.formats.lpips_weights import INSTALL_COMMAND, weights_folder
 from tensorf_jt.models import TensorBase
 from tensorf_jt.evaluation.video import ffmpeg_available, write_video
 from tensorf_jt.evaluation.visualize import depth_to_rgb
@@ -64,15 +68,40 @@ def write_videos(save_dir: str, prefix: str, rgb_frames: list, depth_frames: lis
             write_video(os.path.join(save_dir, f"{prefix}depthvideo"), np.stack(depth_frames), use_ffmpeg, quality))
 
 
+LPIPS_NETS = ("alex", "vgg")
+# The summary's and mean.txt's order of the metrics, as the reference writes them.
+MEAN_TXT_KEYS = ("psnr", "ssim", "lpips_alex", "lpips_vgg")
+
+
+def lpips_unavailable(image_size: tuple[int, int]) -> str | None:
+    """Why LPIPS cannot score images of ``image_size`` (W, H) here, or None when it can."""
+    folder = weights_folder()
+    if folder is None or not all((folder / name).is_file() for name in ("alexnet.ckpt", "vgg16.ckpt")):
+        return f"the LPIPS weights are not installed ({INSTALL_COMMAND})"
+    if min(image_size) < LPIPS_MIN_SIZE:
+        return f"the images are smaller than the {LPIPS_MIN_SIZE} pixels a side LPIPS's networks need"
+    return None
+
+
+def extra_metrics(rgb: np.ndarray, gt_rgb: np.ndarray, with_lpips: bool) -> dict:
+    """SSIM and, with the weights at hand, LPIPS-Alex and LPIPS-VGG of one view."""
+    record = {"ssim": ssim(rgb, gt_rgb)}
+    if with_lpips:
+        record.update({f"lpips_{net}": lpips_distance(rgb, gt_rgb, net) for net in LPIPS_NETS})
+    return record
+
+
 def evaluate(dataset, model: TensorBase, save_dir: str, N_vis: int = -1, prefix: str = "",
              N_samples: int = -1, white_bg: bool = True, compute_extra_metrics: bool = True,
              chunk: int = 4096, show_progress: bool = True, ndc_ray: bool = False) -> dict:
     """Render views of a stacked dataset split, save them, and score them against its images.
 
     ``N_vis`` > 0 renders every (len // N_vis)-th view only, as the reference does for its
-    periodic checks. Returns {'views': [per-view dicts], 'psnr': mean, and 'ssim' /
-    'depth_abs_error' means when computed} (what ``{prefix}metrics.json`` holds), plus the
-    paths of the two videos as 'video' and 'depth_video' when there was a view to render.
+    periodic checks. ``compute_extra_metrics`` adds SSIM, LPIPS-Alex and LPIPS-VGG (the
+    reference's ``compute_extra_metrics``). Returns {'views': [per-view dicts], 'psnr': mean,
+    and the means of 'ssim', 'lpips_alex', 'lpips_vgg' and 'depth_abs_error' when computed}
+    (what ``{prefix}metrics.json`` holds; 'lpips' says why LPIPS is missing, if it is), plus
+    the paths of the two videos as 'video' and 'depth_video' when there was a view to render.
     """
     os.makedirs(os.path.join(save_dir, "rgbd"), exist_ok=True)
     width, height = dataset.img_wh
@@ -80,6 +109,10 @@ def evaluate(dataset, model: TensorBase, save_dir: str, N_vis: int = -1, prefix:
     stride = 1 if N_vis < 0 else max(n_views // max(N_vis, 1), 1)
     view_ids = list(range(0, n_views, stride))
     has_depth = getattr(dataset, "all_depths", None) is not None
+    lpips_missing = lpips_unavailable(dataset.img_wh) if compute_extra_metrics else None
+    with_lpips = compute_extra_metrics and lpips_missing is None
+    if lpips_missing:
+        print(f"note: LPIPS is not computed: {lpips_missing}.")
     views, rgb_frames, depth_frames = [], [], []
     for idx, view in enumerate(tqdm(view_ids, desc="rendering", leave=False, disable=not show_progress)):
         rgb, depth = render_rays(model, dataset.view_rays(view), chunk, N_samples, white_bg, ndc_ray=ndc_ray)
@@ -88,7 +121,7 @@ def evaluate(dataset, model: TensorBase, save_dir: str, N_vis: int = -1, prefix:
         gt_rgb = dataset.view_rgbs(view).reshape(height, width, 3)
         record = {"view": int(view), "psnr": psnr(rgb, gt_rgb)}
         if compute_extra_metrics:
-            record["ssim"] = ssim(rgb, gt_rgb)
+            record.update(extra_metrics(rgb, gt_rgb, with_lpips))
         if has_depth:
             record["depth_abs_error"] = mean_abs_depth_error(depth, dataset.all_depths[view])
         views.append(record)
@@ -101,11 +134,14 @@ def evaluate(dataset, model: TensorBase, save_dir: str, N_vis: int = -1, prefix:
         depth_frames.append(depth_rgb)
 
     summary = {"views": views}
-    for key in ("psnr", "ssim", "depth_abs_error"):
+    for key in (*MEAN_TXT_KEYS, "depth_abs_error"):
         if views and key in views[0]:
             summary[key] = float(np.mean([v[key] for v in views]))
+    if lpips_missing:
+        summary["lpips"] = f"not computed: {lpips_missing}"
     if views:
-        means = [summary["psnr"]] + ([summary["ssim"]] if compute_extra_metrics else [])
+        lines = MEAN_TXT_KEYS if compute_extra_metrics else MEAN_TXT_KEYS[:1]
+        means = [summary.get(key, float("nan")) for key in lines]
         np.savetxt(os.path.join(save_dir, f"{prefix}mean.txt"), np.asarray(means))
         with open(os.path.join(save_dir, f"{prefix}metrics.json"), "w", encoding="utf-8") as handle:
             json.dump(summary, handle, indent=2)

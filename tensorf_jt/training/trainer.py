@@ -46,6 +46,7 @@ from tensorf_jt.runtime.seeding import seed_everything, seed_iteration
 from tensorf_jt.runtime.signals import stop_requests
 from tensorf_jt.training import events
 from tensorf_jt.training.log import TrainingLog
+from tensorf_jt.training.tensorboard import TensorBoardLog
 from tensorf_jt.training.losses import regularisation
 from tensorf_jt.training.nan_guard import SNAPSHOT_EVERY_WITHOUT_SAVES, NanGuard, nonfinite_parameters
 from tensorf_jt.training.optimizer import make_optimizer
@@ -109,6 +110,8 @@ class Trainer:
         self.ray_batches: RayBatchDataset | None = None
         self.ray_keep: np.ndarray | None = None  # which of the dataset's training rays are trained on
         self.nan_guard = NanGuard()
+        self.tensorboard_on = self.main_rank and config.output.tensorboard
+        self.regularisers: dict[str, float] = {}  # this step's terms, for TensorBoard
         self._logged_events = 0
         self._log_rows: list[dict] = []
         self._elapsed_before = 0.0  # training time spent before this process (resumed runs)
@@ -244,10 +247,10 @@ class Trainer:
         rgb_map, _ = self.model(rays, white_bg=self.white_bg, is_train=True, ndc_ray=self.ndc_ray,
                                 N_samples=self.grid.nSamples, jitter=self._batch_jitter())
         mse = jt.sqr(rgb_map - rgbs).mean()
+        reg, terms = regularisation(self.model, self.grid, self.config.schedule.Ortho_weight, self.lr_factor)
         with stage("backward"):
             self.optimizer.zero_grad()
-            self.optimizer.backward(mse + regularisation(self.model, self.grid, self.config.schedule.Ortho_weight,
-                                                         self.lr_factor))
+            self.optimizer.backward(mse + reg)
         with stage("optimizer"):
             self.optimizer.step()
             for group in self.optimizer.param_groups:
@@ -255,6 +258,7 @@ class Trainer:
         # The whole step runs here, in one graph: without this, the update would wait for
         # whatever next needs the parameters, and the step's time would land elsewhere.
         jt.sync_all()
+        self.regularisers = {tag: float(term.item()) for tag, term in terms.items()} if self.tensorboard_on else {}
         return float(mse.item())
 
     def _batch_jitter(self) -> jt.Var | None:
@@ -329,6 +333,17 @@ class Trainer:
         self.train_log.row(iteration, lr_grid=groups[0]["lr"], lr_network=groups[-1]["lr"],
                            grid_size=self.model.gridSize, n_rays=self.ray_batches.n_rays, **values)
 
+    def _tensorboard_step(self, iteration: int, mse: float) -> None:
+        """The reference's per-iteration scalars and ours (``training.tensorboard``)."""
+        if not self.tensorboard_on:
+            return
+        groups = self.optimizer.param_groups
+        self.tensorboard.scalars(iteration, {
+            "train/PSNR": self.last_psnr, "train/mse": mse, **self.regularisers,
+            "train/s_per_iter": self.step_times[-1], "train/lr_grid": groups[0]["lr"],
+            "train/lr_network": groups[-1]["lr"], "train/grid_voxels": int(np.prod(self.model.gridSize)),
+            "train/n_rays": self.ray_batches.n_rays})
+
     def _request_stop(self, signum: int) -> None:
         """SIGINT / SIGTERM: stop after the current step and save; a second one stops at once."""
         if self.stop_signal is not None:
@@ -355,6 +370,7 @@ class Trainer:
             return
         self.last_psnr = mse_to_psnr(mse)
         self.recent_psnrs.append(self.last_psnr)
+        self._tensorboard_step(iteration, mse)
         if iteration % config.output.progress_refresh_rate == 0:
             window_psnr = float(np.mean(self.recent_psnrs))
             progress.set_description(
@@ -365,6 +381,7 @@ class Trainer:
         if config.render.N_vis != 0 and iteration % config.render.vis_every == config.render.vis_every - 1:
             self.test_psnr = self.visualize(iteration)
             self._log(iteration, test_psnr=self.test_psnr, event="test views rendered (imgs_vis)")
+            self.tensorboard.scalars(iteration, {"test/psnr": self.test_psnr})
         if self.schedule.updates_alpha_mask(iteration):
             self.update_alpha_mask(iteration)
         if self.schedule.upsamples(iteration):
@@ -389,6 +406,7 @@ class Trainer:
         self._started = time.time() - self._elapsed_before
         self.train_log = TrainingLog(self.logfolder, rows=self._log_rows, elapsed_s=self._elapsed_before,
                                      write=self.main_rank)
+        self.tensorboard = TensorBoardLog(self.logfolder, enabled=self.tensorboard_on)
         self.step_times: list[float] = []
         self.cache_trim = CacheTrim(config.runtime.gc_growth)
         progress = tqdm(total=n_iters, initial=self.iteration, miniters=config.output.progress_refresh_rate,
@@ -431,6 +449,7 @@ class Trainer:
                 explain_jittor_error(err, config, "rendering after training")
                 raise
         self.train_log.close()
+        self.tensorboard.close()
         return result
 
     def _render_results(self, result: TrainResult) -> None:
@@ -439,12 +458,15 @@ class Trainer:
         if render.render_train:
             train_views = load_split(self.config.data, "train", is_stack=True)
             evaluate(train_views, self.model, os.path.join(self.logfolder, "imgs_train_all"),
-                     white_bg=self.white_bg, chunk=render.chunk_size, ndc_ray=self.ndc_ray)
+                     white_bg=self.white_bg, chunk=render.chunk_size, ndc_ray=self.ndc_ray,
+                     compute_extra_metrics=render.compute_extra_metrics)
         if render.render_test:
             result.test_metrics = evaluate(self.test_dataset, self.model, os.path.join(self.logfolder, "imgs_test_all"),
-                                           white_bg=self.white_bg, chunk=render.chunk_size, ndc_ray=self.ndc_ray)
+                                           white_bg=self.white_bg, chunk=render.chunk_size, ndc_ray=self.ndc_ray,
+                                           compute_extra_metrics=render.compute_extra_metrics)
             self._log(self.config.schedule.n_iters - 1, test_psnr=result.test_metrics["psnr"],
                       event="test split rendered")
+            self.tensorboard.scalars(self.config.schedule.n_iters - 1, {"test/psnr_all": result.test_metrics["psnr"]})
         if render.render_path:
             evaluate_path(self.test_dataset, self.model, os.path.join(self.logfolder, "imgs_path_all"),
                           white_bg=self.white_bg, ndc_ray=self.ndc_ray, chunk=render.chunk_size)

@@ -1,0 +1,32 @@
+"""TensorBoard scalars of a training run, with the reference's tags and steps.
+
+Event files go into the run's folder (``tensorboard --logdir log`` shows every run), written
+by ``tensorboardX`` (protobuf only: no torch, no TensorFlow). Tags, as the reference's
+``train.py`` writes them at every iteration: ``train/PSNR`` and ``train/mse`` (the batch's
+photometric loss), ``train/reg`` (orthogonality, unweighted), ``train/reg_l1`` (density L1,
+unweighted), ``train/reg_tv_density`` and ``train/reg_tv_app`` (TV, weighted), each only while
+its weight is positive; ``test/psnr`` at the periodic test renders and ``test/psnr_all`` for
+the final test split. Ours besides: ``train/s_per_iter``, ``train/lr_grid``,
+``train/lr_network``, ``train/grid_voxels`` and ``train/n_rays``.
+"""
+from __future__ import annotations
+
+from tensorboardX import SummaryWriter
+
+
+class TensorBoardLog:
+    """Scalars to the event file in ``folder``; with ``enabled`` False (``--tensorboard 0``, or
+    a rank other than 0 under MPI) every call does nothing."""
+
+    def __init__(self, folder: str, enabled: bool = True) -> None:
+        self._writer = SummaryWriter(logdir=folder) if enabled else None
+
+    def scalars(self, step: int, values: dict[str, float]) -> None:
+        if self._writer is not None:
+            for tag, value in values.items():
+                self._writer.add_scalar(tag, float(value), global_step=int(step))
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
