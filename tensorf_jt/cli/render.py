@@ -1,12 +1,14 @@
-"""``render.py``: render a checkpoint's test/train views (with metrics) or camera path, or export its mesh.
+"""``render.py``: render a checkpoint's test/train views (with metrics), the dataset's camera path or a
+viewer's camera-path file, or export its mesh.
 
 The model comes from the checkpoint alone; the dataset (for cameras and ground truth) is the
 one the checkpoint was trained on unless ``--datadir`` / ``--dataset_name`` say otherwise.
-With none of ``--render_train``, ``--render_path`` or ``--export_mesh`` the test views are
-rendered.
+With none of ``--render_train``, ``--render_path``, ``--camera_path`` or ``--export_mesh`` the
+test views are rendered.
 
-Outputs go next to the checkpoint: ``imgs_test_all/``, ``imgs_train_all/``, ``imgs_path_all/``
-and, for ``--export_mesh 1``, ``{checkpoint without .th}.ply``. That is where the training run
+Outputs go next to the checkpoint: ``imgs_test_all/``, ``imgs_train_all/``, ``imgs_path_all/``,
+``imgs_{file name}/`` for ``--camera_path FILE`` and, for ``--export_mesh 1``,
+``{checkpoint without .th}.ply``. That is where the training run
 that wrote the checkpoint put its own final renders (the reference's ``reconstruction``
 layout), so rendering a run's checkpoint again replaces them, and it needs no experiment name
 (this command is usually given none). ``train.py --render_only 1`` instead keeps the reference's
@@ -67,16 +69,8 @@ def render_checkpoint(config: RunConfig, explicit: set[str] = frozenset(), rende
         results["mesh"] = export_checkpoint_mesh(model, ckpt_path)
     if not render:
         return results
-    trained_with = ckpt.get("train_args", {})
-    unknown_scene = [f"--{name}" for name in ("datadir", "dataset_name")
-                     if "train_args" not in ckpt and name not in explicit]
-    if unknown_scene and config.render.renders_anything:
-        raise ConfigError(
-            f"'{ckpt_path}' does not record the scene it was trained on (checkpoints of the PyTorch TensoRF "
-            f"never do); pass {' and '.join(unknown_scene)} (e.g. --datadir data/nerf_synthetic/lego "
-            "--dataset_name blender; add --ndc_ray 1 for llff scenes).")
-    config = config.with_flags(**{name: trained_with[name] for name in _INHERITED
-                                  if name not in explicit and name in trained_with})
+    if config.render.renders_anything:
+        config = training_scene(config, ckpt, explicit)
     data, chunk = config.data, config.render.chunk_size
     if config.render.renders_anything:
         prepare_dataset(data)
@@ -94,7 +88,59 @@ def render_checkpoint(config: RunConfig, explicit: set[str] = frozenset(), rende
         results["path"] = evaluate_path(dataset, model, folders["path"], white_bg=dataset.white_bg or data.white_bkgd,
                                         ndc_ray=data.ndc_ray, chunk=chunk)
         print(f"path: {results['path']['frames']} frames, {results['path']['video']}")
+    if config.render.camera_path:
+        results["camera_path"] = render_camera_path(config, model, config.render.camera_path)
+        print(f"camera path: {results['camera_path']['frames']} frames, {results['camera_path']['video']}")
     return results
+
+
+def training_scene(config: RunConfig, ckpt: dict, explicit: set[str] = frozenset()) -> RunConfig:
+    """``config`` with the dataset flags not in ``explicit`` taken from the checkpoint's training run."""
+    trained_with = ckpt.get("train_args", {})
+    unknown_scene = [f"--{name}" for name in ("datadir", "dataset_name")
+                     if "train_args" not in ckpt and name not in explicit]
+    if unknown_scene:
+        raise ConfigError(
+            f"'{config.model.ckpt}' does not record the scene it was trained on (checkpoints of the PyTorch "
+            f"TensoRF never do); pass {' and '.join(unknown_scene)} (e.g. --datadir data/nerf_synthetic/lego "
+            "--dataset_name blender; add --ndc_ray 1 for llff scenes).")
+    return config.with_flags(**{name: trained_with[name] for name in _INHERITED
+                                if name not in explicit and name in trained_with})
+
+
+def render_camera_path(config: RunConfig, model: TensorBase, path_file: str) -> dict:
+    """Render a viewer camera-path file into ``imgs_{file name}/`` next to the checkpoint: frames,
+    RGB+depth frames (``rgbd/``), and the two videos. The training split gives the scene's ray
+    conventions (NDC, direction normalisation) and the depth colour map's range."""
+    import imageio.v3 as iio
+    import numpy as np
+
+    from tensorf_jt.dataLoader import load_split
+    from tensorf_jt.evaluation.views import render_rays, write_videos
+    from tensorf_jt.evaluation.visualize import depth_to_rgb
+    from tensorf_jt.viewer.camera_path import read_camera_path
+    from tensorf_jt.viewer.cameras import scene_cameras
+
+    camera_path = read_camera_path(path_file)
+    dataset = load_split(config.data, "train", is_stack=True)
+    cameras = scene_cameras(dataset)
+    stem = os.path.splitext(os.path.basename(path_file))[0]
+    save_dir = os.path.join(os.path.dirname(os.path.abspath(config.model.ckpt)), f"imgs_{stem}")
+    os.makedirs(os.path.join(save_dir, "rgbd"), exist_ok=True)
+    width, height = camera_path.width, camera_path.height
+    white_bg = dataset.white_bg or config.data.white_bkgd
+    rgb_frames, depth_frames = [], []
+    for index, camera in enumerate(camera_path.frames):
+        rays = cameras.rays_for_model_pose(camera.c2w, camera.fov_y, width, height)
+        rgb, depth = render_rays(model, rays, config.render.chunk_size, white_bg=white_bg, ndc_ray=config.data.ndc_ray)
+        rgb8 = np.round(np.clip(rgb.reshape(height, width, 3), 0.0, 1.0) * 255).astype(np.uint8)
+        depth_rgb = depth_to_rgb(depth.reshape(height, width), dataset.near_far)
+        iio.imwrite(os.path.join(save_dir, f"{index:03d}.png"), rgb8)
+        iio.imwrite(os.path.join(save_dir, "rgbd", f"{index:03d}.png"), np.concatenate([rgb8, depth_rgb], axis=1))
+        rgb_frames.append(rgb8)
+        depth_frames.append(depth_rgb)
+    video, depth_video = write_videos(save_dir, "", rgb_frames, depth_frames, "camera-path videos", quality=8)
+    return {"frames": len(rgb_frames), "folder": save_dir, "video": video, "depth_video": depth_video}
 
 
 def metrics_line(summary: dict) -> str:
@@ -147,7 +193,8 @@ def export_checkpoint_mesh(model: TensorBase, ckpt_path: str) -> dict:
 
 def _main(argv: list[str]) -> int:
     config, explicit = parse_run_config(argv)
-    if not (config.render.render_train or config.render.render_path or config.render.export_mesh):
+    if not (config.render.render_train or config.render.render_path or config.render.export_mesh
+            or config.render.camera_path):
         config = config.with_flags(render_test=1)
     from tensorf_jt.runtime.error_hints import jittor_error_hints
     with jittor_error_hints(config, "rendering"):

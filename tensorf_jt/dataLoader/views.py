@@ -170,6 +170,22 @@ class ViewDataset:
     def __len__(self) -> int:
         return self.n_views if self.is_stack else self.n_rays
 
+    # ------------------------------------------------ cameras (float64, exact)
+    @property
+    def camera_poses(self) -> np.ndarray:
+        """Camera-to-world [N, 3, 4] float64 the rays are made from (axes: ``poses_are_opengl``)."""
+        return self._poses
+
+    @property
+    def pixel_directions(self) -> np.ndarray:
+        """Camera-frame direction of each pixel [H*W, 3] float64, as the rays use them."""
+        return self._directions
+
+    @property
+    def ndc_parameters(self) -> tuple[float, float] | None:
+        """(focal, near) of the NDC mapping the rays go through, or None for world-space rays."""
+        return self._ndc
+
     # ------------------------------------------------------ rays and colours
     def _rays(self, c2w: np.ndarray, directions: np.ndarray) -> np.ndarray:
         """Rays [M, 6] float32 for camera-frame ``directions`` [M, 3] and ``c2w`` ([3, 4] or [M, 3, 4])."""

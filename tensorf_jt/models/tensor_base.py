@@ -371,9 +371,10 @@ class TensorBase(nn.Module):
     # ------------------------------------------------------------------ forward
     def execute(
         self, rays_chunk: jt.Var, white_bg: bool = True, is_train: bool = False, ndc_ray: bool = False,
-        N_samples: int = -1, jitter: jt.Var | None = None,
-    ) -> tuple[jt.Var, jt.Var]:
-        """Render rays [R, 6] (origin, direction) -> rgb_map [R, 3], depth_map [R].
+        N_samples: int = -1, jitter: jt.Var | None = None, with_opacity: bool = False,
+    ) -> tuple[jt.Var, ...]:
+        """Render rays [R, 6] (origin, direction) -> rgb_map [R, 3], depth_map [R], and with
+        ``with_opacity`` the accumulated opacity acc_map [R] (the viewer shows it).
 
         Follows the reference's ``TensorBase.forward``: march the box, drop samples outside
         it or outside the alpha grid, evaluate density where samples remain, composite, and
@@ -391,8 +392,10 @@ class TensorBase(nn.Module):
         else:
             jitter = None
         if kernels.fused_enabled() and not ndc_ray:
-            return self._render_packed(rays_chunk, white, n_samples, jitter)
-        return self._render_dense(rays_chunk, white, is_train, n_samples, ndc_ray, jitter)
+            maps = self._render_packed(rays_chunk, white, n_samples, jitter)
+        else:
+            maps = self._render_dense(rays_chunk, white, is_train, n_samples, ndc_ray, jitter)
+        return maps if with_opacity else maps[:2]
 
     def _shade(self, points: jt.Var, viewdirs: jt.Var) -> jt.Var:
         """Colour [M, 3] of normalised points [M, 3] seen along viewdirs [M, 3]."""
@@ -438,8 +441,7 @@ class TensorBase(nn.Module):
         rgb = rgb.reshape(n_rays, n_samples, 3)
 
         with stage("compositing"):
-            rgb_map, depth_map, _ = compositing.accumulate(weights, rgb, z_vals, rays_chunk[:, -1], white)
-        return rgb_map, depth_map
+            return compositing.accumulate(weights, rgb, z_vals, rays_chunk[:, -1], white)
 
     def _render_packed(self, rays_chunk: jt.Var, white: bool, n_samples: int, jitter: jt.Var | None):
         n_rays = rays_chunk.shape[0]
@@ -453,7 +455,7 @@ class TensorBase(nn.Module):
         rgb_sum = jt.zeros((n_rays, 3), dtype="float32")
         if samples.count == 0:
             zeros = jt.zeros(n_rays, dtype="float32")
-            return compositing.finish_pixels(rgb_sum, zeros, zeros, rays_chunk[:, -1], white)[:2]
+            return compositing.finish_pixels(rgb_sum, zeros, zeros, rays_chunk[:, -1], white)
 
         with stage("field"):
             sigma = self.feature2density(self.compute_densityfeature(self.normalize_coord(samples.xyz)))
@@ -469,6 +471,4 @@ class TensorBase(nn.Module):
             with jt.no_grad():
                 depth_sum = segment_sum(weights * samples.z, samples.ray_index, n_rays)
             acc = segment_sum(weights, samples.ray_index, n_rays)
-            rgb_map, depth_map, _ = compositing.finish_pixels(rgb_sum, acc, depth_sum.stop_grad(),
-                                                              rays_chunk[:, -1], white)
-        return rgb_map, depth_map
+            return compositing.finish_pixels(rgb_sum, acc, depth_sum.stop_grad(), rays_chunk[:, -1], white)

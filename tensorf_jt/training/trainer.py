@@ -113,6 +113,8 @@ class Trainer:
         self.tensorboard_on = self.main_rank and config.output.tensorboard
         self.regularisers: dict[str, float] = {}  # this step's terms, for TensorBoard
         self._logged_events = 0
+        self._viewer_events = 0  # grid events the viewer's boxes reflect
+        self.viewer = None  # the browser viewer (rank 0, --viewer 1), started by run()
         self._log_rows: list[dict] = []
         self._elapsed_before = 0.0  # training time spent before this process (resumed runs)
         if state is None:
@@ -411,12 +413,15 @@ class Trainer:
         self.cache_trim = CacheTrim(config.runtime.gc_growth)
         progress = tqdm(total=n_iters, initial=self.iteration, miniters=config.output.progress_refresh_rate,
                         file=sys.stdout, dynamic_ncols=True, disable=not self.main_rank)
+        if config.viewer.viewer and self.main_rank:
+            self._start_viewer(progress)
         try:
             with stop_requests(self._request_stop):
                 self._checkpoint(save=False)
                 while True:
                     if self.iteration < n_iters and not self.stop_agreed:
                         self._run_iteration(progress)
+                        self._serve_viewer()
                     elif self._checkpoint(save=True):  # finished or asked to stop: save, unless a tensor went bad
                         break
                     if progress.n + 1 == self.iteration:
@@ -427,6 +432,10 @@ class Trainer:
         except (RuntimeError, MemoryError) as err:
             explain_jittor_error(err, config, f"training (iteration {self.iteration})")
             raise
+        finally:
+            if self.viewer is not None:
+                self.viewer.close()
+                self.viewer = None
         progress.close()
         distributed.barrier()  # rank 0 has saved the state before any rank can leave
         if distributed.world_size() > 1:
@@ -451,6 +460,51 @@ class Trainer:
         self.train_log.close()
         self.tensorboard.close()
         return result
+
+    # ----------------------------------------------------------------- viewer
+    def _start_viewer(self, progress: tqdm) -> None:
+        """Serve the browser viewer for this run (``tensorf_jt.viewer``)."""
+        from tensorf_jt.viewer.frames import RenderSettings
+        from tensorf_jt.viewer.scene import model_boxes, scene_view
+        from tensorf_jt.viewer.server import Viewer
+
+        scene = scene_view(self.train_dataset)
+        settings = RenderSettings(white_bg=self.white_bg, ndc_ray=self.ndc_ray,
+                                  chunk=min(self.config.render.chunk_size, 4096), near_far=scene.near_far)
+        model_box, mask_box = model_boxes(self.model)
+        self.viewer = Viewer(scene, settings, os.path.join(self.logfolder, "viewer"),
+                             host=self.config.viewer.viewer_host, port=self.config.viewer.viewer_port,
+                             training=True, model_box=model_box, mask_box=mask_box)
+        self._viewer_events = len(self.events)
+        progress.write(f"viewer: {self.viewer.url}")
+
+    def _serve_viewer(self) -> None:
+        """After a step: tell the viewer the model changed (with new boxes after a grid event),
+        let it render within its share of the step's time, and hold here while it is paused."""
+        viewer = self.viewer
+        if viewer is None:
+            return
+        if len(self.events) != self._viewer_events:
+            from tensorf_jt.viewer.scene import model_boxes
+
+            self._viewer_events = len(self.events)
+            viewer.model_changed(*model_boxes(self.model))
+        else:
+            viewer.model_changed()
+        if viewer.client_count:
+            viewer.show_status(self._viewer_status())
+        viewer.after_step(self.model, self.step_times[-1] if self.step_times else 0.0)
+        while viewer.paused and self.stop_signal is None:
+            viewer.show_status(self._viewer_status() + "\n\n**paused**")
+            if not viewer.service(self.model, 0.05):
+                time.sleep(0.02)
+
+    def _viewer_status(self) -> str:
+        grid = "x".join(str(int(n)) for n in self.model.gridSize)
+        return (f"iteration **{self.iteration}** / {self.config.schedule.n_iters}  \n"
+                f"loss (MSE) {10 ** (-self.last_psnr / 10):.5f}, train PSNR {self.last_psnr:.2f} dB, "
+                f"test PSNR {self.test_psnr:.2f} dB  \n"
+                f"grid {grid}, {self.ray_batches.n_rays} training rays")
 
     def _render_results(self, result: TrainResult) -> None:
         """The renders the flags ask for after training: training views, test views, camera path."""

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""The viewer's time figures, in a real browser (the system's chromium, software WebGL):
+
+1. checkpoint viewer: seconds from a camera change (made through viser's camera handle, so the
+   browser's round trip is included) to the first (preview) frame and to the full-size frame;
+2. training: seconds per iteration (wall clock, whole loop) without the viewer, with the viewer
+   and no browser, and with a browser attached (frames re-rendered as the model learns),
+   alternating the three in rounds so that all see the same machine load.
+
+Also writes a screenshot of the page (``--screenshot``, e.g. docs/viewer.png).
+
+    python bench/viewer_latency.py --ckpt log/tensorf_demo_VM/tensorf_demo_VM.th \
+        --screenshot docs/viewer.png --train_config bench/yardstick.txt --iters 300 --rounds 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+
+import tensorf_jt  # noqa: E402,F401  (configures Jittor before it is imported)
+import numpy as np  # noqa: E402
+
+from browser import BrowserThread, open_viewer_page, run_with_viewer, wait_until  # noqa: E402
+from tensorf_jt.config import parse_run_config  # noqa: E402
+from tensorf_jt.viewer.cameras import quaternion_from_matrix  # noqa: E402
+from tensorf_jt.viewer.server import Viewer  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def spread(values: list[float]) -> dict:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values), "n": len(values)}
+
+
+def checkpoint_latency(ckpt: str, moves: int, screenshot: str | None, viewport: tuple[int, int]) -> dict:
+    from tensorf_jt.cli.view import open_checkpoint_viewer
+
+    config, explicit = parse_run_config(["--ckpt", ckpt, "--viewer_port", str(free_port())])
+    viewer, model = open_checkpoint_viewer(config, explicit)
+    cameras = viewer.scene.cameras
+    first, full, sizes = [], [], []
+
+    def script(browser):
+        page = open_viewer_page(browser, viewer.url, viewport)
+        wait_until(lambda: viewer.client_count == 1, 60, "the page to connect")
+        view = viewer.clients()[0]
+        wait_until(lambda: viewer.is_settled(view), 120, "the first full-size frame")
+        for move in range(moves + 1):  # the first move warms up (kernel compiles at new sizes)
+            pose = cameras.viewer_pose(cameras.poses[(7 * move + 3) % len(cameras.poses)])
+            started = time.perf_counter()
+            with view.client.atomic():
+                view.client.camera.position = pose[:, 3]
+                view.client.camera.wxyz = quaternion_from_matrix(pose[:, :3])
+            wait_until(lambda: view.shown is not None and view.shown[0] == view.camera_version
+                       and np.allclose(view.camera[1], pose[:, 3], atol=1e-4), 60, "the preview")
+            preview_at = time.perf_counter()
+            wait_until(lambda: viewer.is_settled(view), 120, "the full-size frame")
+            if move:
+                first.append(preview_at - started)
+                full.append(time.perf_counter() - started)
+                sizes.append(view.last_frame.shape[:2])
+        if screenshot:
+            time.sleep(1.0)
+            page.screenshot(path=screenshot)
+
+    try:
+        run_with_viewer(viewer, model, script, timeout=900)
+    finally:
+        viewer.close()
+    return {"first_frame_s": spread(first), "full_frame_s": spread(full), "full_size_hw": [list(s) for s in sizes[:1]],
+            "rays_per_second": viewer.rays_per_second}
+
+
+def training_seconds_per_iter(config_file: str, iters: int, mode: str, basedir: str) -> float:
+    from tensorf_jt.training.trainer import train
+
+    flags = ["--config", config_file, "--n_iters", str(iters), "--render_test", "0", "--N_vis", "0",
+             "--basedir", basedir, "--expname", mode, "--save_every", "0", "--tensorboard", "0"]
+    port = free_port()
+    if mode != "off":
+        flags += ["--viewer", "1", "--viewer_port", str(port)]
+    config, explicit = parse_run_config(flags)
+    finished = threading.Event()
+    thread = None
+    if mode == "browser":
+        def script(browser):
+            wait_until(lambda: _listening(port) or finished.is_set(), 120, "the viewer to start")
+            page = open_viewer_page(browser, f"http://localhost:{port}", (800, 600))
+            wait_until(finished.is_set, 3600, "training to finish")
+            page.close()
+
+        thread = BrowserThread(script)
+        thread.start()
+    try:
+        result = train(config, explicit)
+    finally:
+        finished.set()
+        if thread is not None:
+            thread.join(60)
+            thread.check()
+    return result.wall_time_s / result.iterations
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ckpt", default=os.path.join(ROOT, "log", "tensorf_demo_VM", "tensorf_demo_VM.th"))
+    parser.add_argument("--moves", type=int, default=8, help="camera changes timed")
+    parser.add_argument("--screenshot", default=None, help="write a screenshot of the page here")
+    parser.add_argument("--train_config", default=os.path.join(ROOT, "bench", "yardstick.txt"))
+    parser.add_argument("--iters", type=int, default=300, help="iterations per training run (0: skip training)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "viewer_latency.json"))
+    args = parser.parse_args()
+    if not os.path.isfile(args.ckpt):
+        sys.exit(f"{args.ckpt} does not exist: train the demo first (make demo) or pass --ckpt.")
+    report = {"checkpoint": checkpoint_latency(args.ckpt, args.moves, args.screenshot, (960, 600))}
+    print(json.dumps(report["checkpoint"], indent=1), flush=True)
+    if args.iters > 0:
+        timings = {mode: [] for mode in ("off", "idle", "browser")}
+        for round_ in range(args.rounds):
+            for mode in timings:
+                basedir = os.path.join(ROOT, "bench", "out", "viewer_runs", f"{mode}{round_}")
+                timings[mode].append(training_seconds_per_iter(args.train_config, args.iters, mode, basedir))
+                print(f"round {round_}: {mode}: {timings[mode][-1]:.4f} s/iter", flush=True)
+        report["training_s_per_iter"] = {mode: spread(values) for mode, values in timings.items()}
+        off = statistics.median(timings["off"])
+        report["slowdown"] = {mode: statistics.median(values) / off for mode, values in timings.items()}
+        print(json.dumps({"slowdown": report["slowdown"]}, indent=1))
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as handle:
+        json.dump(report, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""``view.py --ckpt log/NAME/NAME.th``: serve a checkpoint in the browser viewer until Ctrl+C.
+
+The scene (training cameras, thumbnails, depth range) comes from the dataset the checkpoint
+was trained on, as for ``render.py``; when that dataset cannot be loaded the model is shown
+without its cameras. Saved views and camera paths go to ``viewer/`` next to the checkpoint.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+
+from tensorf_jt.cli import exit_process, run_cli
+from tensorf_jt.config import RunConfig, parse_run_config
+from tensorf_jt.errors import ConfigError, DatasetError
+
+IDLE_SLEEP_S = 0.01  # between polls while every browser's frame is up to date
+SERVICE_SLICE_S = 0.05  # rendering time between polls for new camera positions
+
+
+def open_checkpoint_viewer(config: RunConfig, explicit: set[str] = frozenset()):
+    """Load ``config.model.ckpt`` and start its viewer; returns (viewer, model)."""
+    from tensorf_jt import kernels
+    from tensorf_jt.cli.render import training_scene
+    from tensorf_jt.dataLoader import load_split, prepare_dataset
+    from tensorf_jt.formats.checkpoint import load_checkpoint
+    from tensorf_jt.viewer.frames import RenderSettings
+    from tensorf_jt.viewer.scene import model_boxes, scene_view
+    from tensorf_jt.viewer.server import SceneView, Viewer, check_port_free
+
+    ckpt_path = config.model.ckpt
+    if not ckpt_path:
+        raise ConfigError("--ckpt is required: the checkpoint (.th) to view.")
+    check_port_free(config.viewer.viewer_host, config.viewer.viewer_port)
+    kernels.set_kernels(config.runtime.kernels)
+    model, ckpt = load_checkpoint(ckpt_path, config.model.model_name)
+    scene = SceneView(cameras=None, thumbnails=[], near_far=tuple(float(v) for v in model.near_far))
+    try:
+        config = training_scene(config, ckpt, explicit)
+        prepare_dataset(config.data)
+        dataset = load_split(config.data, "train", is_stack=False)
+        scene = scene_view(dataset)
+        white_bg = dataset.white_bg or config.data.white_bkgd
+    except (ConfigError, DatasetError) as err:
+        warnings.warn(f"Showing the model without its training cameras: {err}")
+        white_bg = config.data.white_bkgd or not config.data.ndc_ray
+    settings = RenderSettings(white_bg=white_bg, ndc_ray=config.data.ndc_ray,
+                              chunk=min(config.render.chunk_size, 4096), near_far=scene.near_far)
+    output_dir = os.path.join(os.path.dirname(os.path.abspath(ckpt_path)), "viewer")
+    model_box, mask_box = model_boxes(model)
+    viewer = Viewer(scene, settings, output_dir, host=config.viewer.viewer_host, port=config.viewer.viewer_port,
+                    model_box=model_box, mask_box=mask_box)
+    return viewer, model
+
+
+def serve(viewer, model, stop_after_s: float | None = None) -> None:
+    """Render for the connected browsers until Ctrl+C (or ``stop_after_s`` seconds)."""
+    started = time.perf_counter()
+    while stop_after_s is None or time.perf_counter() - started < stop_after_s:
+        if not viewer.service(model, SERVICE_SLICE_S):
+            time.sleep(IDLE_SLEEP_S)
+
+
+def _main(argv: list[str]) -> int:
+    config, explicit = parse_run_config(argv)
+    from tensorf_jt.runtime.error_hints import jittor_error_hints
+    with jittor_error_hints(config, "viewing"):
+        viewer, model = open_checkpoint_viewer(config, explicit)
+        print(f"viewer: {viewer.url}  (Ctrl+C to stop)", flush=True)
+        try:
+            serve(viewer, model)
+        finally:
+            viewer.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cli(lambda: _main(sys.argv[1:] if argv is None else list(argv)))
+
+
+def entry_point() -> None:
+    """The ``tensorf-view`` command: ``main``, then leave the process."""
+    exit_process(main)
+
+
+if __name__ == "__main__":
+    entry_point()
