@@ -11,7 +11,7 @@ demo: $(STAMP)
 	$(PY) train.py --config configs/demo.txt
 
 test: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=30 tests
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" tests

@@ -3,9 +3,11 @@
 
 1. checkpoint viewer: seconds from a camera change (made through viser's camera handle, so the
    browser's round trip is included) to the first (preview) frame and to the full-size frame;
-2. training: seconds per iteration (wall clock, whole loop) without the viewer, with the viewer
-   and no browser, and with a browser attached (frames re-rendered as the model learns),
-   alternating the three in rounds so that all see the same machine load.
+2. training: seconds per iteration (wall clock, whole loop) in these modes, alternating in
+   rounds so that all see the same load: ``off`` (no viewer), ``idle`` (viewer, no browser),
+   ``browser`` (a browser attached: frames re-rendered as the model learns), ``browser_niced``
+   (that browser at the lowest CPU priority, ``nice 19``), ``browser_no_frames`` (a browser
+   attached but the viewer renders nothing: the browser's own cost on this machine).
 
 Also writes a screenshot of the page (``--screenshot``, e.g. docs/viewer.png).
 
@@ -29,7 +31,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 import tensorf_jt  # noqa: E402,F401  (configures Jittor before it is imported)
 import numpy as np  # noqa: E402
 
-from browser import BrowserThread, open_viewer_page, run_with_viewer, wait_until  # noqa: E402
+from browser import BrowserThread, niced_chromium, open_viewer_page, run_with_viewer, wait_until  # noqa: E402
 from tensorf_jt.config import parse_run_config  # noqa: E402
 from tensorf_jt.viewer.cameras import quaternion_from_matrix  # noqa: E402
 from tensorf_jt.viewer.server import Viewer  # noqa: E402
@@ -72,8 +74,18 @@ def checkpoint_latency(ckpt: str, moves: int, screenshot: str | None, viewport: 
                 first.append(preview_at - started)
                 full.append(time.perf_counter() - started)
                 sizes.append(view.last_frame.shape[:2])
-        if screenshot:
+        if screenshot:  # twice as far out as the start view, full size, the page's notices closed
+            look_at = np.asarray(viewer.server.initial_camera.look_at)
+            with view.client.atomic():
+                view.client.camera.position = look_at + 2.0 * (viewer.server.initial_camera.position - look_at)
+                view.client.camera.look_at = look_at
             time.sleep(1.0)
+            wait_until(lambda: viewer.is_settled(view), 120, "the start view's full-size frame")
+            close_buttons = page.locator(".mantine-Notification-closeButton")
+            for index in range(close_buttons.count()):
+                close_buttons.nth(index).click()
+            time.sleep(2.0)
+            wait_until(lambda: viewer.is_settled(view), 120, "the start view's full-size frame")
             page.screenshot(path=screenshot)
 
     try:
@@ -95,18 +107,22 @@ def training_seconds_per_iter(config_file: str, iters: int, mode: str, basedir: 
     config, explicit = parse_run_config(flags)
     finished = threading.Event()
     thread = None
-    if mode == "browser":
+    if mode.startswith("browser"):
         def script(browser):
             wait_until(lambda: _listening(port) or finished.is_set(), 120, "the viewer to start")
             page = open_viewer_page(browser, f"http://localhost:{port}", (800, 600))
             wait_until(finished.is_set, 3600, "training to finish")
             page.close()
 
-        thread = BrowserThread(script)
+        thread = BrowserThread(script, niced_chromium(basedir) if mode == "browser_niced" else None)
         thread.start()
+    service = Viewer.service
+    if mode == "browser_no_frames":
+        Viewer.service = lambda self, model, seconds: False
     try:
         result = train(config, explicit)
     finally:
+        Viewer.service = service
         finished.set()
         if thread is not None:
             thread.join(60)
@@ -122,22 +138,27 @@ def _listening(port: int) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ckpt", default=os.path.join(ROOT, "log", "tensorf_demo_VM", "tensorf_demo_VM.th"))
-    parser.add_argument("--moves", type=int, default=8, help="camera changes timed")
+    parser.add_argument("--moves", type=int, default=8, help="camera changes timed (0: skip)")
     parser.add_argument("--screenshot", default=None, help="write a screenshot of the page here")
     parser.add_argument("--train_config", default=os.path.join(ROOT, "bench", "yardstick.txt"))
     parser.add_argument("--iters", type=int, default=300, help="iterations per training run (0: skip training)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--modes", default="off,idle,browser,browser_niced,browser_no_frames",
+                        help="training modes, comma-separated (see above)")
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "viewer_latency.json"))
     args = parser.parse_args()
     if not os.path.isfile(args.ckpt):
         sys.exit(f"{args.ckpt} does not exist: train the demo first (make demo) or pass --ckpt.")
-    report = {"checkpoint": checkpoint_latency(args.ckpt, args.moves, args.screenshot, (960, 600))}
-    print(json.dumps(report["checkpoint"], indent=1), flush=True)
+    report = {}
+    if args.moves > 0:
+        report["checkpoint"] = checkpoint_latency(args.ckpt, args.moves, args.screenshot, (960, 600))
+        print(json.dumps(report["checkpoint"], indent=1), flush=True)
     if args.iters > 0:
-        timings = {mode: [] for mode in ("off", "idle", "browser")}
+        timings = {mode: [] for mode in args.modes.split(",")}
         for round_ in range(args.rounds):
             for mode in timings:
                 basedir = os.path.join(ROOT, "bench", "out", "viewer_runs", f"{mode}{round_}")
+                os.makedirs(basedir, exist_ok=True)
                 timings[mode].append(training_seconds_per_iter(args.train_config, args.iters, mode, basedir))
                 print(f"round {round_}: {mode}: {timings[mode][-1]:.4f} s/iter", flush=True)
         report["training_s_per_iter"] = {mode: spread(values) for mode, values in timings.items()}

@@ -40,12 +40,23 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
         time.sleep(0.02)
 
 
-class BrowserThread(threading.Thread):
-    """Runs ``script(browser)`` with a launched chromium; keeps its exception for the test."""
+def niced_chromium(folder: str) -> str:
+    """A launcher running the system's chromium at the lowest CPU priority: on a machine it shares
+    with training, it then takes what training leaves, as a browser on another machine would."""
+    path = os.path.join(folder, "chromium-nice")
+    with open(path, "w", encoding="ascii") as launcher:
+        launcher.write(f'#!/bin/sh\nexec nice -n 19 {chromium_path()} "$@"\n')
+    os.chmod(path, 0o755)
+    return path
 
-    def __init__(self, script: Callable) -> None:
+
+class BrowserThread(threading.Thread):
+    """Runs ``script(browser)`` with a launched chromium (``executable``: another launcher for it);
+    keeps its exception for the test."""
+
+    def __init__(self, script: Callable, executable: str | None = None) -> None:
         super().__init__(daemon=True)
-        self.script, self.error, self.executable = script, None, chromium_path()
+        self.script, self.error, self.executable = script, None, executable or chromium_path()
 
     def run(self) -> None:
         from playwright.sync_api import sync_playwright

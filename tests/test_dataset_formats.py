@@ -526,37 +526,40 @@ def test_colmap_text_model_converts_to_a_loadable_transforms_json(scenes, tmp_pa
     write_colmap_text_model(scene / "text", poses[order], [names[i] for i in order], camera)
 
     out = str(scene / "transforms.json")
-    assert colmap_to_transforms.main(["--text", str(scene / "text"), "--images", str(scene / "images"),
+    assert colmap_to_transforms.main(["--model", str(scene / "text"), "--images", str(scene / "images"),
                                       "--out", out, "--no_normalize"]) == 0
     meta = json.load(open(out))
     assert [frame["file_path"] for frame in meta["frames"]] == [f"./images/{name}" for name in names]
     np.testing.assert_allclose([frame["transform_matrix"] for frame in meta["frames"]], poses, atol=1e-9)
     assert (meta["w"], meta["h"], meta["fl_x"], meta["fl_y"], meta["cx"], meta["cy"]) == (16, 12, 18.0, 19.0, 7.5, 6.5)
     np.testing.assert_allclose(meta["camera_angle_x"], 2 * np.arctan(16 / 36.0))
+    assert not os.path.exists(scene / "images_undistorted"), "a shared pinhole camera needs no resampling"
 
-    assert colmap_to_transforms.main(["--text", str(scene / "text"), "--images", str(scene / "images"),
-                                      "--out", out, "--radius", "2.5"]) == 0
-    normalized = np.array([frame["transform_matrix"] for frame in json.load(open(out))["frames"]])
-    np.testing.assert_allclose(np.linalg.norm(normalized[:, :3, 3], axis=-1).mean(), 2.5)
+    assert colmap_to_transforms.main(["--model", str(scene / "text"), "--images", str(scene / "images"),
+                                      "--out", out]) == 0
+    meta = json.load(open(out))
+    normalized = np.array([frame["transform_matrix"] for frame in meta["frames"]])
     up = normalized[:, :3, 1].mean(0)
     np.testing.assert_allclose(up / np.linalg.norm(up), [0, 0, 1], atol=1e-9)
-    # the fake cameras all look at one point: it became the origin
-    assert_looks_at(normalized @ np.diag([1.0, -1.0, -1.0, 1.0]), np.zeros(3), atol=1e-6)
-
+    box = np.array(meta["aabb"])  # no sparse points: fitted to where the views overlap, centred, largest side 3
+    np.testing.assert_allclose(box.mean(0), 0, atol=1e-9)
+    np.testing.assert_allclose((box[1] - box[0]).max(), 3.0)
     dataset = OwnDataDataset(str(scene), "test", is_stack=True)
     assert image_indices(dataset, OWN_N_FRAMES) == [0, 8] and dataset.all_rays.shape == (2, 192, 6)
+    np.testing.assert_allclose(dataset.scene_bbox, box, rtol=1e-6)
 
-    write_colmap_text_model(scene / "fisheye", poses[:2], names[:2], "1 OPENCV_FISHEYE 16 12 18 19 7.5 6.5 0 0 0 0")
+    write_colmap_text_model(scene / "fov", poses[:2], names[:2], "1 FOV 16 12 18 19 7.5 6.5 0.1")
     capsys.readouterr()
-    assert colmap_to_transforms.main(["--text", str(scene / "fisheye"), "--images", str(scene / "images"),
+    assert colmap_to_transforms.main(["--model", str(scene / "fov"), "--images", str(scene / "images"),
                                       "--out", str(tmp_path / "x.json")]) == 2
-    assert "camera model OPENCV_FISHEYE is not supported" in capsys.readouterr().err
+    assert "Camera 1 uses the FOV model, which is not supported" in capsys.readouterr().err
     two_cameras = scene / "two_cameras"
-    write_colmap_text_model(two_cameras, poses[:2], names[:2], camera + "\n2 PINHOLE 16 12 30 30 8 6")
+    write_colmap_text_model(two_cameras, poses[:4], names[:4], camera + "\n2 PINHOLE 16 12 30 30 8 6")
     images_txt = (two_cameras / "images.txt").read_text().replace(f" 1 {names[1]}", f" 2 {names[1]}")
     (two_cameras / "images.txt").write_text(images_txt)
-    assert colmap_to_transforms.main(["--text", str(two_cameras), "--images", str(scene / "images"),
-                                      "--out", str(tmp_path / "x.json")]) == 2
-    assert "2 different calibrations; own_data needs one shared camera" in capsys.readouterr().err
-    assert colmap_to_transforms.main(["--text", str(tmp_path / "none"), "--images", "x", "--out", "y"]) == 2
-    assert "cameras.txt' not found. Export the model as text first" in capsys.readouterr().err
+    assert colmap_to_transforms.main(["--model", str(two_cameras), "--images", str(scene / "images"),
+                                      "--out", str(tmp_path / "two" / "transforms.json")]) == 0
+    assert "resampled into one pinhole camera" in capsys.readouterr().out
+    assert len(os.listdir(tmp_path / "two" / "images_undistorted")) == 4 + 1  # and the stamp file
+    assert colmap_to_transforms.main(["--model", str(tmp_path / "none"), "--images", "x", "--out", "y"]) == 2
+    assert "holds no COLMAP model" in capsys.readouterr().err

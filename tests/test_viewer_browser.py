@@ -15,7 +15,8 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 
-from browser import BrowserThread, canvas_pixels, chromium_path, open_viewer_page, run_with_viewer, wait_until
+from browser import (BrowserThread, canvas_pixels, chromium_path, niced_chromium, open_viewer_page, run_with_viewer,
+                     wait_until)
 from test_resume import parameters, tiny_argv
 from tensorf_jt.cli.train import main as train_main
 from tensorf_jt.config import parse_run_config
@@ -183,8 +184,8 @@ def _listdir(folder: str) -> list[str]:
 
 def test_training_with_a_browser_attached_pauses_and_gives_the_same_model(scene, tmp_path, monkeypatch):
     chromium_path()
-    argv = ("--render_test", "0", "--save_every", "0", "--n_iters", "120")
-    assert train_main(tiny_argv(scene, tmp_path / "plain", *argv)) == 0  # 120 iterations, every grid event
+    argv = ("--render_test", "0", "--save_every", "0", "--n_iters", "60")
+    assert train_main(tiny_argv(scene, tmp_path / "plain", *argv)) == 0  # 60 iterations, every grid event
 
     port = free_port()
     served: list[Viewer] = []
@@ -222,7 +223,7 @@ def test_training_with_a_browser_attached_pauses_and_gives_the_same_model(scene,
         results["frames_while_training"] = view.frames_sent - sent
         wait_until(finished.is_set, 300, "training to finish")
 
-    thread = BrowserThread(script)
+    thread = BrowserThread(script, niced_chromium(str(tmp_path)))  # leaves the CPU to training
     thread.start()
     try:
         assert train_main(tiny_argv(scene, tmp_path / "viewed", *argv, "--viewer", "1", "--viewer_port", str(port))) == 0

@@ -120,6 +120,20 @@ def config_parser() -> configargparse.ArgumentParser:
     add("--verbose", action="store_true", help="show Jittor's own log messages")
     add("--tensorboard", type=int, default=1,
         help="write TensorBoard scalars (the reference's tags) into the run's folder; 0: do not")
+    add("--viewer", type=int, default=0,
+        help="serve the browser viewer while training (view.py serves it for a checkpoint); 0: do not")
+    add("--viewer_port", type=int, default=8080, help="the viewer's port")
+    add("--viewer_host", type=str, default="127.0.0.1",
+        help="the address the viewer listens on; 0.0.0.0 exposes it to the network")
+    add("--camera_path", type=str, default=None,
+        help="render.py: render this camera-path file (saved by the viewer) to frames and a video")
+    add("--scene_bbox", type=float, nargs=6, default=None, metavar="V",
+        help="own scene box, xmin ymin zmin xmax ymax zmax, instead of the dataset's (own_data: its 'aabb' key)")
+    add("--near_far", type=float, nargs=2, default=None, metavar="D",
+        help="near and far ray distances instead of the dataset's (own_data: its 'near_far' key)")
+    add("--pose_format", type=str, default="c2w_opengl",
+        help="own_data: how transform_matrix is written: c2w_opengl (instant-ngp, the default), c2w_opencv, "
+             "w2c_opengl or w2c_opencv")
     add("--demo_image_size", type=int, default=100, help="demo scene: image width and height in pixels")
     add("--demo_n_train", type=int, default=60, help="demo scene: number of training views")
     add("--demo_n_test", type=int, default=8, help="demo scene: number of test views")

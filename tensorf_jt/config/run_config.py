@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Tuple
@@ -31,13 +32,16 @@ IGNORED_BY_REFERENCE = {
 # ``dataLoader.dataset_dict`` (a test keeps them equal; the config layer imports neither).
 MODEL_NAMES = ("TensorVMSplit", "TensorVM", "TensorCP")
 DATASET_NAMES = ("blender", "llff", "nsvf", "tankstemple", "own_data", "demo")
+# The values pose_format accepts: ``dataLoader.conventions.POSE_FORMATS`` (a test keeps them equal).
+POSE_FORMATS = ("c2w_opengl", "c2w_opencv", "w2c_opengl", "w2c_opencv")
 
 # Flags that may differ between a saved run and the command that resumes it: they change
 # where files go, what is shown or rendered, or how often things are saved, not the training.
 MAY_CHANGE_ON_RESUME = frozenset({
     "config", "resume", "ckpt", "basedir", "add_timestamp", "datadir", "save_every", "progress_refresh_rate",
     "verbose", "gc_every", "gc_growth", "chunk_size", "kernels", "N_vis", "vis_every", "render_test", "render_train",
-    "render_path", "render_only", "export_mesh", "compute_extra_metrics", "tensorboard",
+    "render_path", "render_only", "export_mesh", "compute_extra_metrics", "tensorboard", "viewer", "viewer_port",
+    "viewer_host", "camera_path",
 })
 
 
@@ -54,6 +58,9 @@ class DataConfig:
     demo_image_size: int  # the built-in scene (dataset_name = demo): width and height in pixels
     demo_n_train: int
     demo_n_test: int
+    scene_bbox: Optional[Tuple[float, ...]]  # xmin ymin zmin xmax ymax zmax instead of the dataset's box
+    near_far: Optional[Tuple[float, float]]  # instead of the dataset's near/far
+    pose_format: str  # own_data: how its transform_matrix is written
 
     def downsample(self, split: str) -> float:
         """The image size divisor of ``split``."""
@@ -127,10 +134,11 @@ class RenderConfig:
     N_vis: int  # test views rendered every vis_every iterations (-1: all, 0: none)
     vis_every: int
     chunk_size: int  # rays rendered at once
+    camera_path: Optional[str]  # render.py: a camera-path file from the viewer
 
     @property
     def renders_anything(self) -> bool:
-        return self.render_test or self.render_train or self.render_path
+        return self.render_test or self.render_train or self.render_path or self.camera_path is not None
 
 
 @dataclass(frozen=True)
@@ -159,14 +167,24 @@ class OutputConfig:
         return os.path.join(self.basedir, f"{self.expname}{timestamp}")
 
 
+@dataclass(frozen=True)
+class ViewerConfig:
+    """The browser viewer (``tensorf_jt.viewer``): whether training serves it, and where."""
+
+    viewer: bool  # train.py serves the viewer while training
+    viewer_port: int
+    viewer_host: str  # 127.0.0.1: this machine only
+
+
 _SECTIONS = {"data": DataConfig, "model": ModelConfig, "schedule": ScheduleConfig, "render": RenderConfig,
-             "runtime": RuntimeConfig, "output": OutputConfig}
+             "runtime": RuntimeConfig, "output": OutputConfig, "viewer": ViewerConfig}
 # Flags stored as the reference's 0/1 integers, typed here as booleans.
 _INT_BOOLEANS = frozenset({"ndc_ray", "lr_upsample_reset", "render_only", "render_test", "render_train",
                            "render_path", "export_mesh", "add_timestamp", "compute_extra_metrics",
-                           "tensorboard"})
+                           "tensorboard", "viewer"})
 _OPTIONAL_LISTS = frozenset({"n_lamb_sigma", "n_lamb_sh"})
 _LISTS = frozenset({"upsamp_list", "update_AlphaMask_list"})
+_OPTIONAL_FLOAT_LISTS = frozenset({"scene_bbox", "near_far"})
 
 
 @dataclass(frozen=True)
@@ -179,6 +197,7 @@ class RunConfig:
     render: RenderConfig
     runtime: RuntimeConfig
     output: OutputConfig
+    viewer: ViewerConfig
     config: Optional[str] = None
 
     def __post_init__(self) -> None:
@@ -231,6 +250,8 @@ def _typed(name: str, value: Any) -> Any:
         return None if value is None else tuple(int(v) for v in value)
     if name in _LISTS:
         return tuple(int(v) for v in value or ())
+    if name in _OPTIONAL_FLOAT_LISTS:
+        return None if value is None else tuple(float(v) for v in value)
     if name == "nSamples":
         return int(value)
     return value
@@ -243,6 +264,8 @@ def _flag_value(name: str, value: Any) -> Any:
         return None if value is None else list(value)
     if name in _LISTS:
         return list(value) if value else None
+    if name in _OPTIONAL_FLOAT_LISTS:
+        return None if value is None else list(value)
     return value
 
 
@@ -263,6 +286,8 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError(f"gc_every must be 0 (never) or positive, got {runtime.gc_every}.")
     if runtime.gc_growth != 0 and runtime.gc_growth <= 1:
         raise ConfigError(f"gc_growth must be 0 (off) or above 1, got {runtime.gc_growth}.")
+    if not 0 < config.viewer.viewer_port < 65536:
+        raise ConfigError(f"viewer_port must be a port number (1-65535), got {config.viewer.viewer_port}.")
     if runtime.kernels not in ("fused", "reference"):
         raise ConfigError(f"kernels must be 'fused' or 'reference', got '{runtime.kernels}'.")
     if render.N_vis != 0 and render.vis_every <= 0:
@@ -281,8 +306,28 @@ def _validate(config: RunConfig) -> None:
     if data.dataset_name not in DATASET_NAMES:
         raise ConfigError(f"dataset_name '{data.dataset_name}' is not supported; "
                           f"choose one of {', '.join(DATASET_NAMES)}.")
+    _validate_scene_bounds(data)
     if config.config is not None and not os.path.isfile(config.config):
         raise ConfigError(f"Config file '{config.config}' does not exist.")
+
+
+def _validate_scene_bounds(data: DataConfig) -> None:
+    """scene_bbox: six finite numbers, each minimum below its maximum; near_far: 0 <= near < far."""
+    if data.scene_bbox is not None:
+        box = data.scene_bbox
+        if len(box) != 6 or not all(math.isfinite(v) for v in box) or any(box[i] >= box[i + 3] for i in range(3)):
+            raise ConfigError(f"scene_bbox must be six numbers xmin ymin zmin xmax ymax zmax with each minimum "
+                              f"below its maximum, got {list(box)}.")
+    if data.near_far is not None:
+        near_far = data.near_far
+        if len(near_far) != 2 or not all(math.isfinite(v) for v in near_far) or not 0 <= near_far[0] < near_far[1]:
+            raise ConfigError(f"near_far must be two numbers near far with 0 <= near < far, got {list(near_far)}.")
+    if data.pose_format not in POSE_FORMATS:
+        raise ConfigError(f"pose_format '{data.pose_format}' is not supported; "
+                          f"choose one of {', '.join(POSE_FORMATS)}.")
+    if data.pose_format != POSE_FORMATS[0] and data.dataset_name != "own_data":
+        raise ConfigError(f"pose_format applies to dataset_name = own_data only (this run reads {data.dataset_name}); "
+                          "remove it.")
 
 
 def require_for_training(config: RunConfig) -> None:

@@ -49,6 +49,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tensorf_jt.dataLoader.blender import BlenderDataset
 from tensorf_jt.dataLoader.demo_scene import DemoSceneSpec, ensure_generated
 from tensorf_jt.dataLoader.llff import LLFFDataset
@@ -85,9 +87,26 @@ def prepare_dataset(data: DataConfig) -> bool:
 
 
 def load_split(data: DataConfig, split: str, is_stack: bool) -> BlenderDataset:
-    """One split of the dataset ``data`` names, downsampled by the split's own factor."""
-    return dataset_dict[data.dataset_name](data.datadir, split=split, downsample=data.downsample(split),
-                                           is_stack=is_stack)
+    """One split of the dataset ``data`` names, downsampled by the split's own factor.
+
+    ``data.scene_bbox`` and ``data.near_far`` (the ``--scene_bbox``/``--near_far`` flags), when
+    set, replace the loader's box and near/far; ``own_data`` also takes ``data.pose_format``.
+    """
+    loader = dataset_dict[data.dataset_name]
+    if loader is OwnDataDataset:
+        return loader(data.datadir, split=split, downsample=data.downsample(split), is_stack=is_stack,
+                      scene_bbox=data.scene_bbox, near_far=data.near_far, pose_format=data.pose_format)
+    dataset = loader(data.datadir, split=split, downsample=data.downsample(split), is_stack=is_stack)
+    sources = []
+    if data.scene_bbox is not None:
+        dataset.scene_bbox = np.array(data.scene_bbox, dtype=np.float32).reshape(2, 3)
+        sources.append("box from --scene_bbox")
+    if data.near_far is not None:
+        dataset.near_far = [float(v) for v in data.near_far]
+        sources.append("near/far from --near_far")
+    if sources:
+        dataset.bounds_source = ", ".join(sources)
+    return dataset
 
 
 __all__ = ["BlenderDataset", "LLFFDataset", "NSVFDataset", "OwnDataDataset", "RayBatchDataset", "TanksTempleDataset",

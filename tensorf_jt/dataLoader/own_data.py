@@ -11,36 +11,51 @@ Each JSON file holds the shared camera -- ``w``, ``h`` (pixels), focal lengths `
 optionally the principal point ``cx``, ``cy`` (pixels; default the image centre) -- and
 ``frames``: ``file_path`` plus ``transform_matrix``, a 4x4 camera-to-world matrix in the
 Blender/OpenGL convention (x right, y up, z back). ``tools/colmap_to_transforms.py`` writes
-such a file from a COLMAP text model; ``docs/DATASETS.md`` describes the format.
+such a file from a COLMAP model; ``docs/DATASETS.md`` describes the format.
 
-Faithful to the reference's ``YourOwnDataset``: box [-1.5, 1.5]^3, near/far 0.1..100, white
-background (RGBA composited on white), unit-length ray directions through pixel centres,
-poses converted to OpenCV. Differences: ``fl_x``/``fl_y`` are read when present (the
-reference needs the angles); ``camera_angle_y`` or ``fl_y`` may be missing (then fy = fx);
-the principal point is scaled with ``downsample`` (the reference keeps full-size cx, cy,
-which shifts every downsampled ray); ``w``/``h`` default to the first image's size;
-``file_path`` may carry its extension (the reference always appends ".png", which breaks on
-COLMAP-converted files); a single ``transforms.json`` is split deterministically; lens
-distortion fields (k1, k2, p1, p2) are ignored, as there. Split rule for a single file:
-frames sorted by ``file_path``, every 8th one (positions 0, 8, 16, ...) is the test split
-(and val), the others train -- LLFF's hold-out rule. The render path (the reference has
-none) circles the box centre at the training cameras' mean distance and elevation, with
-"up" the cameras' mean up vector.
+Faithful to the reference's ``YourOwnDataset`` by default: box [-1.5, 1.5]^3, near/far
+0.1..100, white background (RGBA composited on white), unit-length ray directions through
+pixel centres, poses converted to OpenCV. A file that carries ``aabb`` ([[xmin, ymin, zmin],
+[xmax, ymax, zmax]]) and ``near_far`` ([near, far]) -- ``tools/colmap_to_transforms.py``
+fits both to the capture -- uses those instead; the ``scene_bbox``/``near_far`` arguments
+(the ``--scene_bbox``/``--near_far`` flags) override either. Other differences: ``fl_x``/``fl_y``
+are read when present (the reference needs the angles); ``camera_angle_y`` or ``fl_y`` may
+be missing (then fy = fx); the principal point is scaled with ``downsample`` (the reference
+keeps full-size cx, cy, which shifts every downsampled ray); ``w``/``h`` default to the first
+image's size; ``file_path`` may carry its extension (the reference always appends ".png",
+which breaks on COLMAP-converted files); a single ``transforms.json`` is split
+deterministically; lens distortion fields (k1, k2, p1, p2) are ignored, as there, with a
+warning when they are not zero. Split rule for a single file: frames sorted by
+``file_path``, every 8th one (positions 0, 8, 16, ...) is the test split (and val), the
+others train -- LLFF's hold-out rule. The render path (the reference has none) circles the
+box centre at the training cameras' mean distance and elevation, with "up" the cameras' mean
+up vector.
+
+Poses are checked against the box (``conventions``): cameras that turn away from it are
+refused with a message naming the convention they look like and the ``--pose_format`` that
+reads them so; ``pose_format`` reads files written as OpenCV or world-to-camera matrices.
 """
 from __future__ import annotations
 
 import json
 import os
+import warnings
+from typing import Optional, Sequence
 
 import numpy as np
 
 from tensorf_jt.dataLoader.views import ViewDataset, fit_pixels, read_all_pixels, read_pixels
 from tensorf_jt.dataLoader.camera_checks import check_field_of_view, check_pose
 from tensorf_jt.dataLoader.camera_paths import orbit_path
+from tensorf_jt.dataLoader.conventions import DEFAULT_POSE_FORMAT, check_pose_format, to_c2w_opengl
 from tensorf_jt.errors import DatasetError
 from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV, get_ray_directions
 
 HOLD_EVERY = 8  # single transforms.json: every 8th frame (sorted by file_path) is a test frame
+DEFAULT_BBOX = ((-1.5, -1.5, -1.5), (1.5, 1.5, 1.5))
+DEFAULT_NEAR_FAR = (0.1, 100.0)
+DISTORTION_KEYS = ("k1", "k2", "k3", "k4", "p1", "p2")
+_MISSING_LISTED = 5  # missing images named in the message
 
 
 def read_json(path: str) -> dict:
@@ -91,25 +106,58 @@ def _number(meta: dict, key: str, path: str) -> float | None:
     return value
 
 
+def checked_bbox(value, where: str) -> np.ndarray:
+    """A scene box [2, 3] float64 from ``[[xmin, ymin, zmin], [xmax, ymax, zmax]]`` (or six
+    numbers in that order); refused unless finite with every min below its max."""
+    try:
+        box = np.asarray(value, dtype=np.float64).reshape(2, 3)
+    except (TypeError, ValueError):
+        raise DatasetError(f"{where} must be [[xmin, ymin, zmin], [xmax, ymax, zmax]], got {value!r}.") from None
+    if not np.all(np.isfinite(box)) or np.any(box[1] <= box[0]):
+        raise DatasetError(f"{where} must be finite with each minimum below its maximum "
+                           f"([[xmin, ymin, zmin], [xmax, ymax, zmax]]), got {box.tolist()}.")
+    return box
+
+
+def checked_near_far(value, where: str) -> tuple[float, float]:
+    """(near, far) from two numbers; refused unless finite with 0 <= near < far."""
+    try:
+        near, far = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise DatasetError(f"{where} must be two numbers [near, far], got {value!r}.") from None
+    if not (np.isfinite(near) and np.isfinite(far) and 0 <= near < far):
+        raise DatasetError(f"{where} must be [near, far] with 0 <= near < far, got [{near:g}, {far:g}].")
+    return near, far
+
+
 class OwnDataDataset(ViewDataset):
     """One split of an instant-ngp style scene, loaded into host memory.
 
     Attributes as the common interface (``tensorf_jt.dataLoader``); ``focal`` is [fx, fy] at
     the loaded size, ``intrinsics`` the 3x3 matrix at the loaded size, ``poses`` the split's
-    OpenCV camera-to-world matrices [n, 4, 4], ``transforms_path`` the file the frames came from.
+    OpenCV camera-to-world matrices [n, 4, 4], ``transforms_path`` the file the frames came
+    from, ``bounds_source`` where ``scene_bbox`` and ``near_far`` come from.
+    ``scene_bbox`` ([2, 3]) and ``near_far`` override the file's ``aabb`` and ``near_far``;
+    ``pose_format`` says how ``transform_matrix`` is written (``conventions.POSE_FORMATS``).
     """
 
-    scene_bbox = np.array([[-1.5, -1.5, -1.5], [1.5, 1.5, 1.5]], dtype=np.float32)
-    near_far = [0.1, 100.0]
+    scene_bbox = np.array(DEFAULT_BBOX, dtype=np.float32)
+    near_far = list(DEFAULT_NEAR_FAR)
     white_bg = True
     all_depths = None
 
-    def __init__(self, datadir: str, split: str = "train", downsample: float = 1.0, is_stack: bool = False) -> None:
+    def __init__(self, datadir: str, split: str = "train", downsample: float = 1.0, is_stack: bool = False,
+                 scene_bbox: Optional[Sequence[float]] = None, near_far: Optional[Sequence[float]] = None,
+                 pose_format: str = DEFAULT_POSE_FORMAT) -> None:
         if downsample <= 0:
             raise DatasetError(f"downsample must be positive, got {downsample}.")
         self.root_dir, self.split, self.is_stack = datadir, split, is_stack
-        self.downsample = float(downsample)
+        self.downsample, self.pose_format = float(downsample), pose_format
         self.transforms_path, meta, frames = self._read_split(split)
+        self._set_bounds(meta, scene_bbox, near_far)
+        check_pose_format(np.stack([frame["transform_matrix"] for frame in meta["frames"]]).astype(np.float64),
+                          pose_format, self.scene_bbox, f"'{self.transforms_path}'")
+        self._warn_about_distortion(meta)
         self._set_camera(meta, frames)
         self._load_frames(frames)
         train_frames = frames if split == "train" else self._read_split("train")[2]
@@ -137,6 +185,38 @@ class OwnDataDataset(ViewDataset):
             f"transforms_train.json/transforms_test.json or a single transforms.json "
             f"(tools/colmap_to_transforms.py writes one from COLMAP); '{folder}' "
             f"{'exists' if os.path.isdir(folder) else 'does not exist'}.")
+
+    def _set_bounds(self, meta: dict, scene_bbox, near_far) -> None:
+        """Scene box and near/far: the arguments, else the file's ``aabb``/``near_far``, else the reference's."""
+        path, sources = self.transforms_path, []
+        if scene_bbox is not None:
+            box, source = checked_bbox(scene_bbox, "--scene_bbox"), "box from --scene_bbox"
+        elif "aabb" in meta:
+            box, source = checked_bbox(meta["aabb"], f"'aabb' of '{path}'"), "box from transforms file"
+        else:
+            box, source = np.array(DEFAULT_BBOX), "default box"
+        sources.append(source)
+        if near_far is not None:
+            bounds, source = checked_near_far(near_far, "--near_far"), "near/far from --near_far"
+        elif "near_far" in meta:
+            bounds = checked_near_far(meta["near_far"], f"'near_far' of '{path}'")
+            source = "near/far from transforms file"
+        else:
+            bounds, source = DEFAULT_NEAR_FAR, "default near/far"
+        sources.append(source)
+        self.scene_bbox = box.astype(np.float32)
+        self.near_far = [float(bounds[0]), float(bounds[1])]
+        self.bounds_source = ", ".join(sources)
+
+    def _warn_about_distortion(self, meta: dict) -> None:
+        coefficients = {key: _number(meta, key, self.transforms_path) for key in DISTORTION_KEYS}
+        nonzero = {key: value for key, value in coefficients.items() if value}
+        if nonzero:
+            listed = ", ".join(f"{key} = {value:g}" for key, value in nonzero.items())
+            warnings.warn(f"'{self.transforms_path}' gives lens distortion ({listed}), which own_data ignores "
+                          "(rays are traced through a pinhole camera), so straight lines near the image borders "
+                          "will not line up between views. Convert the COLMAP model with "
+                          "tools/colmap_to_transforms.py, which undistorts the images.")
 
     def _image_path(self, file_path: str) -> str:
         path = os.path.join(self.root_dir, file_path)
@@ -179,14 +259,23 @@ class OwnDataDataset(ViewDataset):
         directions = get_ray_directions(h, w, self.focal, center=(cx * sx, cy * sy))
         self.directions = directions / np.linalg.norm(directions, axis=-1, keepdims=True)
 
-    @staticmethod
-    def _pose(frame: dict) -> np.ndarray:
+    def _pose(self, frame: dict) -> np.ndarray:
         """A frame's camera-to-world matrix in the OpenCV convention (checked by ``read_json``)."""
-        return np.asarray(frame["transform_matrix"], dtype=np.float64) @ BLENDER_TO_OPENCV
+        matrix = np.asarray(frame["transform_matrix"], dtype=np.float64)
+        return to_c2w_opengl(matrix[None], self.pose_format)[0] @ BLENDER_TO_OPENCV
 
     def _load_frames(self, frames: list[dict]) -> None:
         w, h = self.img_wh
         self.image_paths = [self._image_path(frame["file_path"]) for frame in frames]
+        missing = [path for path in self.image_paths if not os.path.isfile(path)]
+        if missing:
+            listed = ", ".join(f"'{os.path.basename(path)}'" for path in missing[:_MISSING_LISTED])
+            more = f" and {len(missing) - _MISSING_LISTED} more" if len(missing) > _MISSING_LISTED else ""
+            raise DatasetError(
+                f"Image '{missing[0]}' listed in the transforms file does not exist; {len(missing)} of the "
+                f"{len(frames)} images of the {self.split} split in '{self.transforms_path}' are missing ({listed}"
+                f"{more}). Each frame's file_path is relative to '{self.root_dir}': copy the images there or fix "
+                "the paths (tools/colmap_to_transforms.py writes them relative to its output file).")
         pixels, scales = zip(*read_all_pixels(self.image_paths, fit=lambda path, image, scale: fit_pixels(
             image, scale, path, self.full_wh, f"'{self.transforms_path}' says ('w', 'h')", (w, h))))
         poses = np.stack([self._pose(frame) for frame in frames])

@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from tensorf_jt import kernels
 from tensorf_jt.config import RunConfig, require_for_training, resumed
 from tensorf_jt.dataLoader import RayBatchDataset, load_split, prepare_dataset
+from tensorf_jt.dataLoader.scene_fit import scene_summary
 from tensorf_jt.errors import CheckpointError, ConfigError
 from tensorf_jt.evaluation.metrics import mse_to_psnr
 from tensorf_jt.evaluation.views import evaluate, evaluate_path
@@ -94,6 +95,8 @@ class Trainer:
         distributed.barrier()
         self.train_dataset = load_split(config.data, "train", is_stack=False)
         self.test_dataset = load_split(config.data, "test", is_stack=True)
+        if self.main_rank:
+            print(scene_summary(self.train_dataset), flush=True)
         self.white_bg = self.train_dataset.white_bg or config.data.white_bkgd
         self.ndc_ray = config.data.ndc_ray
         self.logfolder = self._make_logfolder(logfolder)

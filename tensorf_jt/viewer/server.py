@@ -131,7 +131,7 @@ class Viewer:
             thumbnail = self.scene.thumbnails[view] if view < len(self.scene.thumbnails) else None
             frusta.append(self.server.scene.add_camera_frustum(
                 f"/training_cameras/{view:03d}", fov=cameras.fov_y, aspect=width / height, scale=0.08 * spread,
-                thickness=0.004 * spread, image=thumbnail, format="jpeg", wxyz=quaternion_from_matrix(pose[:, :3]),
+                thickness=0.002 * spread, image=thumbnail, format="jpeg", wxyz=quaternion_from_matrix(pose[:, :3]),
                 position=pose[:, 3], color=(60, 60, 200)))
         # A camera put at a training pose looks straight at that frustum's thumbnail: hide them to compare.
         self.show_cameras = self.server.gui.add_checkbox("Show training cameras", initial_value=True)
