@@ -7,11 +7,13 @@ without its cameras. Saved views and camera paths go to ``viewer/`` next to the 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
+import traceback
 import warnings
 
-from tensorf_jt.cli import exit_process, run_cli
+from tensorf_jt.cli import run_cli
 from tensorf_jt.config import RunConfig, parse_run_config
 from tensorf_jt.errors import ConfigError, DatasetError
 
@@ -68,9 +70,14 @@ def _main(argv: list[str]) -> int:
     with jittor_error_hints(config, "viewing"):
         viewer, model = open_checkpoint_viewer(config, explicit)
         print(f"viewer: {viewer.url}  (Ctrl+C to stop)", flush=True)
+        # Ctrl+C ends serving normally (Jittor's own handler would end the process at once).
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             serve(viewer, model)
+        except KeyboardInterrupt:
+            print("viewer stopped", flush=True)
         finally:
+            signal.signal(signal.SIGINT, previous)
             viewer.close()
     return 0
 
@@ -80,8 +87,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry_point() -> None:
-    """The ``tensorf-view`` command: ``main``, then leave the process."""
-    exit_process(main)
+    """The ``tensorf-view`` command: ``main``, then leave the process at once, whatever the status:
+    nothing is left to write, and after Ctrl+C the interpreter's shutdown can wait forever on
+    the web server's threads and Jittor's exit handlers."""
+    try:
+        status = main()
+    except BaseException:  # a bug: show where
+        traceback.print_exc()
+        status = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":
