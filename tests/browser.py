@@ -15,6 +15,8 @@ from typing import Callable
 import numpy as np
 import pytest
 
+from conftest import wait_until
+
 # viser's client needs WebGL: software rendering, as on a machine without a GPU. --no-sandbox:
 # CI runs as root, where chromium refuses its sandbox.
 CHROMIUM_ARGS = ["--use-gl=swiftshader", "--enable-unsafe-swiftshader", "--no-sandbox"]
@@ -29,15 +31,6 @@ def chromium_path() -> str:
             pytest.fail(INSTALL_HINT + " (.ci/run installs it)")
         pytest.skip(INSTALL_HINT)
     return path
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` every 20 ms; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def niced_chromium(folder: str) -> str:

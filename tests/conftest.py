@@ -44,5 +44,16 @@ def run_python(args: list[str], cwd: Path | str = REPO_ROOT, env: dict | None = 
                           timeout=timeout)
 
 
+def wait_until(condition, timeout: float, what: str, poll: float = 0.02) -> None:
+    """Poll ``condition`` every ``poll`` seconds; fail naming ``what`` after ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(poll)
+
+
 def np_rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)

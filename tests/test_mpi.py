@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, run_python
+from conftest import REPO_ROOT, run_python, wait_until
 from test_resume import tiny_argv
 from tensorf_jt.runtime import distributed
 from tensorf_jt.bootstrap import CHOSEN_ENV, rank_settings
@@ -119,14 +119,6 @@ def test_every_rank_ends_with_the_same_parameters(tiny_scene, tmp_path):
     assert report["noticed"], "a rank whose parameters differ must be reported"
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.time() + timeout
-    while not condition():
-        if time.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 def saved_iteration(state: Path) -> int:
     try:
         return read_state(str(state))["iteration"]
@@ -141,7 +133,8 @@ def test_sigint_to_mpirun_leaves_one_readable_state_that_resumes_on_another_rank
     job = subprocess.Popen(mpirun_command(argv, argv), cwd=REPO_ROOT, env=mpi_env(), stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: saved_iteration(state) >= 10 or job.poll() is not None, 240, "a saved state")
+        wait_until(lambda: saved_iteration(state) >= 10 or job.poll() is not None, 240, "a saved state",
+                   poll=0.2)
         assert job.poll() is None, "the run ended before it could be interrupted"
         job.send_signal(signal.SIGINT)
         job.wait(timeout=60)
@@ -173,8 +166,8 @@ def test_sigterm_to_one_rank_stops_every_rank_with_one_saved_state(tiny_scene, t
     job = subprocess.Popen(mpirun_command(argv, argv), cwd=REPO_ROOT, env=mpi_env(), stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: (log.is_file() and log.read_text().count("\n") > 6) or job.poll() is not None, 240,
-                 "training to run")
+        wait_until(lambda: (log.is_file() and log.read_text().count("\n") > 6) or job.poll() is not None, 240,
+                   "training to run", poll=0.2)
         assert job.poll() is None, "the run ended before it could be interrupted"
         pids = rank_pids(job.pid)
         assert len(pids) == 2, pids

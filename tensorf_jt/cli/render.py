@@ -112,12 +112,8 @@ def render_camera_path(config: RunConfig, model: TensorBase, path_file: str) -> 
     """Render a viewer camera-path file into ``imgs_{file name}/`` next to the checkpoint: frames,
     RGB+depth frames (``rgbd/``), and the two videos. The training split gives the scene's ray
     conventions (NDC, direction normalisation) and the depth colour map's range."""
-    import imageio.v3 as iio
-    import numpy as np
-
     from tensorf_jt.dataLoader import load_split
-    from tensorf_jt.evaluation.views import render_rays, write_videos
-    from tensorf_jt.evaluation.visualize import depth_to_rgb
+    from tensorf_jt.evaluation.views import render_frames
     from tensorf_jt.viewer.camera_path import read_camera_path
     from tensorf_jt.viewer.cameras import scene_cameras
 
@@ -126,21 +122,12 @@ def render_camera_path(config: RunConfig, model: TensorBase, path_file: str) -> 
     cameras = scene_cameras(dataset)
     stem = os.path.splitext(os.path.basename(path_file))[0]
     save_dir = os.path.join(os.path.dirname(os.path.abspath(config.model.ckpt)), f"imgs_{stem}")
-    os.makedirs(os.path.join(save_dir, "rgbd"), exist_ok=True)
     width, height = camera_path.width, camera_path.height
-    white_bg = dataset.white_bg or config.data.white_bkgd
-    rgb_frames, depth_frames = [], []
-    for index, camera in enumerate(camera_path.frames):
-        rays = cameras.rays_for_model_pose(camera.c2w, camera.fov_y, width, height)
-        rgb, depth = render_rays(model, rays, config.render.chunk_size, white_bg=white_bg, ndc_ray=config.data.ndc_ray)
-        rgb8 = np.round(np.clip(rgb.reshape(height, width, 3), 0.0, 1.0) * 255).astype(np.uint8)
-        depth_rgb = depth_to_rgb(depth.reshape(height, width), dataset.near_far)
-        iio.imwrite(os.path.join(save_dir, f"{index:03d}.png"), rgb8)
-        iio.imwrite(os.path.join(save_dir, "rgbd", f"{index:03d}.png"), np.concatenate([rgb8, depth_rgb], axis=1))
-        rgb_frames.append(rgb8)
-        depth_frames.append(depth_rgb)
-    video, depth_video = write_videos(save_dir, "", rgb_frames, depth_frames, "camera-path videos", quality=8)
-    return {"frames": len(rgb_frames), "folder": save_dir, "video": video, "depth_video": depth_video}
+    frames = (cameras.rays_for_model_pose(camera.c2w, camera.fov_y, width, height) for camera in camera_path.frames)
+    rendered = render_frames(model, frames, (width, height), dataset.near_far, save_dir, "camera-path videos",
+                             white_bg=dataset.white_bg or config.data.white_bkgd, ndc_ray=config.data.ndc_ray,
+                             chunk=config.render.chunk_size)
+    return {**rendered, "folder": save_dir}
 
 
 def metrics_line(summary: dict) -> str:

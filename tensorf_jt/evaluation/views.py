@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Iterable
 
 import imageio.v3 as iio
 import numpy as np
@@ -161,17 +162,30 @@ def evaluate_path(dataset, model: TensorBase, save_dir: str, N_samples: int = -1
     if poses is None or len(poses) == 0:
         raise ConfigError(f"The {type(dataset).__name__} dataset defines no camera path to render; "
                           "set render_path = 0.")
+    frames = (dataset.rays_for_pose(c2w) for c2w in tqdm(poses, desc="rendering path", leave=False,
+                                                           disable=not show_progress))
+    return render_frames(model, frames, dataset.img_wh, dataset.near_far, save_dir, "path videos", N_samples=N_samples,
+                         white_bg=white_bg, ndc_ray=ndc_ray, chunk=chunk)
+
+
+def render_frames(model: TensorBase, frame_rays: Iterable[np.ndarray], size_wh: tuple[int, int], near_far,
+                  save_dir: str, what: str, N_samples: int = -1, white_bg: bool = True, ndc_ray: bool = False,
+                  chunk: int = 4096) -> dict:
+    """Render a camera path given as each frame's rays [W*H, 6] into ``save_dir``, as the reference
+    lays out its path: ``{idx:03d}.png``, ``rgbd/{idx:03d}.png`` (RGB beside the depth coloured
+    over ``near_far``), ``video`` and ``depthvideo`` (``what`` names them in the GIF note).
+    Returns {'frames': count, 'video': path, 'depth_video': path}."""
     os.makedirs(os.path.join(save_dir, "rgbd"), exist_ok=True)
-    width, height = dataset.img_wh
+    width, height = size_wh
     rgb_frames, depth_frames = [], []
-    for idx, c2w in enumerate(tqdm(poses, desc="rendering path", leave=False, disable=not show_progress)):
-        rgb, depth = render_rays(model, dataset.rays_for_pose(c2w), chunk, N_samples, white_bg, ndc_ray=ndc_ray)
+    for idx, rays in enumerate(frame_rays):
+        rgb, depth = render_rays(model, rays, chunk, N_samples, white_bg, ndc_ray=ndc_ray)
         rgb8 = np.round(np.clip(rgb.reshape(height, width, 3), 0.0, 1.0) * 255).astype(np.uint8)
-        depth_rgb = depth_to_rgb(depth.reshape(height, width), dataset.near_far)
+        depth_rgb = depth_to_rgb(depth.reshape(height, width), near_far)
         iio.imwrite(os.path.join(save_dir, f"{idx:03d}.png"), rgb8)
         iio.imwrite(os.path.join(save_dir, "rgbd", f"{idx:03d}.png"), np.concatenate([rgb8, depth_rgb], axis=1))
         rgb_frames.append(rgb8)
         depth_frames.append(depth_rgb)
 
-    video, depth_video = write_videos(save_dir, "", rgb_frames, depth_frames, "path videos", quality=8)
+    video, depth_video = write_videos(save_dir, "", rgb_frames, depth_frames, what, quality=8)
     return {"frames": len(rgb_frames), "video": video, "depth_video": depth_video}

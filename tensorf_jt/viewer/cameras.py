@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV, get_ray_directions, ndc_rays_blender
+from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV, get_ray_directions, get_rays, ndc_rays_blender
 
 
 @dataclass(frozen=True)
@@ -89,9 +89,7 @@ class SceneCameras:
         directions = get_ray_directions(height, width, (focal, focal)).reshape(-1, 3)
         if self.unit_directions:
             directions = directions / np.linalg.norm(directions, axis=-1, keepdims=True)
-        c2w = np.asarray(c2w_model, dtype=np.float64)[:3, :4]
-        rays_d = directions @ c2w[:, :3].T
-        rays_o = np.broadcast_to(c2w[:, 3], rays_d.shape)
+        rays_o, rays_d = get_rays(directions, np.asarray(c2w_model, dtype=np.float64)[:3, :4])
         if self.ndc is not None:
             ndc_focal, near, ndc_width, ndc_height = self.ndc
             rays_o, rays_d = ndc_rays_blender(ndc_height, ndc_width, ndc_focal, near, rays_o, rays_d)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tensorf_jt.errors import ConfigError
+from tensorf_jt.rendering.rays import camera_rays
 from tensorf_jt.viewer.camera_path import PathCamera, interpolate, write_camera_path
 from tensorf_jt.viewer.cameras import (SceneCameras, ViewerCamera, camera_from_viser, quaternion_from_matrix)
 from tensorf_jt.viewer.frames import OUTPUTS, FrameJob, RenderSettings
@@ -282,16 +283,16 @@ class Viewer:
     def _path_scale(points: np.ndarray) -> float:
         return float(np.linalg.norm(points.max(0) - points.min(0))) or 1.0
 
-    def _path_frames(self, view: ClientView) -> tuple[list[PathCamera], list[PathCamera]]:
+    def _keyframes(self, view: ClientView) -> list[PathCamera]:
         with self._lock:
-            keyframes = list(view.keyframes)
-        count = max(2, int(round(float(view.gui["seconds"].value) * float(view.gui["fps"].value))))
-        return keyframes, interpolate(keyframes, count) if len(keyframes) >= 2 else []
+            return list(view.keyframes)
 
     def _preview_path(self, view: ClientView) -> None:
-        keyframes, frames = self._path_frames(view)
-        if not frames:
+        keyframes = self._keyframes(view)
+        if len(keyframes) < 2:
             return
+        count = max(2, int(round(float(view.gui["seconds"].value) * float(view.gui["fps"].value))))
+        frames = interpolate(keyframes, count)
         camera = frames[min(len(frames) - 1, int(round(float(view.gui["preview"].value) * (len(frames) - 1))))]
         pose = self._viewer_pose(camera)
         with view.client.atomic():
@@ -300,18 +301,18 @@ class Viewer:
             view.client.camera.fov = camera.fov_y
 
     def _save_path(self, view: ClientView) -> None:
-        keyframes, frames = self._path_frames(view)
-        if not frames:
+        keyframes = self._keyframes(view)
+        if len(keyframes) < 2:
             view.client.add_notification("Add keyframes first", "A camera path needs at least two keyframes.",
                                          auto_close_seconds=5)
             return
-        camera = self._current_camera(view)
-        width, height = (camera.width, camera.height) if camera is not None else self.scene.cameras.image_size
+        camera = self._current_camera(view)  # known: keyframes were taken from it
         os.makedirs(self.output_dir, exist_ok=True)
         path = os.path.join(self.output_dir, f"camera_path_{time.strftime('%Y%m%d-%H%M%S')}.json")
-        write_camera_path(path, keyframes, width, height, float(view.gui["fps"].value),
+        write_camera_path(path, keyframes, camera.width, camera.height, float(view.gui["fps"].value),
                           float(view.gui["seconds"].value))
-        view.gui["path_note"].content = f"Saved `{path}`. Render it with:\n\n`python render.py --ckpt CKPT --camera_path {path}`"
+        view.gui["path_note"].content = (f"Saved `{path}`. Render it with:\n\n"
+                                         f"`python render.py --ckpt CKPT --camera_path {path}`")
         view.client.add_notification("Camera path saved", path, auto_close_seconds=6)
 
     # ------------------------------------------------------------- rendering
@@ -433,13 +434,7 @@ class Viewer:
     def _rays(self, camera: ViewerCamera) -> np.ndarray:
         if self.scene.cameras is not None:
             return self.scene.cameras.rays(camera)
-        from tensorf_jt.rendering.rays import get_ray_directions
-
-        directions = get_ray_directions(camera.height, camera.width, (camera.focal, camera.focal)).reshape(-1, 3)
-        directions = directions / np.linalg.norm(directions, axis=-1, keepdims=True)
-        rays_d = directions @ camera.c2w[:, :3].T
-        rays_o = np.broadcast_to(camera.c2w[:, 3], rays_d.shape)
-        return np.concatenate([rays_o, rays_d], axis=1).astype(np.float32)
+        return camera_rays(camera.height, camera.width, camera.focal, camera.c2w)  # no dataset: unit directions
 
     def _advance(self, view: ClientView, model, deadline: float) -> None:
         job = view.job
