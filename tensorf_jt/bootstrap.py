@@ -198,4 +198,7 @@ def import_jittor(verbose: bool | None = None):
 
     _keep_errors_loud()
     enable_cuda_if_available(jittor)
+    from tensorf_jt.runtime import kernel_headers
+
+    kernel_headers.enable(jittor)
     return jittor
