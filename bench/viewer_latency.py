@@ -7,7 +7,10 @@
    rounds so that all see the same load: ``off`` (no viewer), ``idle`` (viewer, no browser),
    ``browser`` (a browser attached: frames re-rendered as the model learns), ``browser_niced``
    (that browser at the lowest CPU priority, ``nice 19``), ``browser_no_frames`` (a browser
-   attached but the viewer renders nothing: the browser's own cost on this machine).
+   attached but the viewer renders nothing: the browser's own cost on this machine). Reported
+   over the whole run (the page's loading included) and over the run's second half (the page
+   loaded; the same iterations and grid events in every mode), and as the median training step
+   alone (the viewer's own rendering left out: how much the rest slows the steps themselves).
 
 Also writes a screenshot of the page (``--screenshot``, e.g. docs/viewer.png).
 
@@ -127,7 +130,20 @@ def training_seconds_per_iter(config_file: str, iters: int, mode: str, basedir: 
         if thread is not None:
             thread.join(60)
             thread.check()
-    return result.wall_time_s / result.iterations
+    return result.wall_time_s / result.iterations, _second_half_rate(result.logfolder, iters), \
+        result.seconds_per_iter_median
+
+
+def _second_half_rate(logfolder: str, iters: int) -> float:
+    """Seconds per iteration over the run's second half, from its training log: the same
+    iterations (and grid events) in every mode, after the page has loaded."""
+    import csv
+
+    with open(os.path.join(logfolder, "train_log.csv"), encoding="utf-8") as handle:
+        rows = [(int(row["iteration"]), float(row["wall_time_s"])) for row in csv.DictReader(handle)]
+    middle = min(rows, key=lambda row: abs(row[0] - iters // 2))
+    last = rows[-1]
+    return (last[1] - middle[1]) / (last[0] - middle[0])
 
 
 def _listening(port: int) -> bool:
@@ -155,16 +171,25 @@ def main() -> None:
         print(json.dumps(report["checkpoint"], indent=1), flush=True)
     if args.iters > 0:
         timings = {mode: [] for mode in args.modes.split(",")}
+        second_half = {mode: [] for mode in timings}
+        steps = {mode: [] for mode in timings}
         for round_ in range(args.rounds):
             for mode in timings:
                 basedir = os.path.join(ROOT, "bench", "out", "viewer_runs", f"{mode}{round_}")
                 os.makedirs(basedir, exist_ok=True)
-                timings[mode].append(training_seconds_per_iter(args.train_config, args.iters, mode, basedir))
-                print(f"round {round_}: {mode}: {timings[mode][-1]:.4f} s/iter", flush=True)
+                whole, late, step = training_seconds_per_iter(args.train_config, args.iters, mode, basedir)
+                timings[mode].append(whole)
+                second_half[mode].append(late)
+                steps[mode].append(step)
+                print(f"round {round_}: {mode}: {whole:.4f} s/iter, second half {late:.4f} s/iter, "
+                      f"median training step {step:.4f} s", flush=True)
         report["training_s_per_iter"] = {mode: spread(values) for mode, values in timings.items()}
-        off = statistics.median(timings["off"])
-        report["slowdown"] = {mode: statistics.median(values) / off for mode, values in timings.items()}
-        print(json.dumps({"slowdown": report["slowdown"]}, indent=1))
+        report["second_half_s_per_iter"] = {mode: spread(values) for mode, values in second_half.items()}
+        report["median_step_s"] = {mode: spread(values) for mode, values in steps.items()}
+        for key, values in (("slowdown", timings), ("second_half_slowdown", second_half)):
+            off = statistics.median(values["off"])
+            report[key] = {mode: statistics.median(times) / off for mode, times in values.items()}
+        print(json.dumps({key: report[key] for key in ("slowdown", "second_half_slowdown")}, indent=1))
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as handle:
         json.dump(report, handle, indent=1)
