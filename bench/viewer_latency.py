@@ -11,6 +11,9 @@
    over the whole run (the page's loading included) and over the run's second half (the page
    loaded; the same iterations and grid events in every mode), and as the median training step
    alone (the viewer's own rendering left out: how much the rest slows the steps themselves).
+   With ``--browser_cpu N`` the browser runs on CPU N only and training (every mode) on the
+   others, as when the browser is on another machine: then the slowdown is what serving the
+   page costs training, without the software-rendering browser's own work.
 
 Also writes a screenshot of the page (``--screenshot``, e.g. docs/viewer.png).
 
@@ -31,10 +34,26 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
+
+def _pin_training(argv: list[str]) -> str | None:
+    """``--browser_cpu N``: this process (training) keeps the other CPUs, and its OpenMP threads
+    match them; set before Jittor is imported. Returns N."""
+    if "--browser_cpu" not in argv:
+        return None
+    browser_cpu = argv[argv.index("--browser_cpu") + 1]
+    training_cpus = sorted(os.sched_getaffinity(0) - {int(browser_cpu)})
+    os.sched_setaffinity(0, training_cpus)
+    os.environ["OMP_NUM_THREADS"] = str(len(training_cpus))
+    return browser_cpu
+
+
+BROWSER_CPU = _pin_training(sys.argv)
+
 import tensorf_jt  # noqa: E402,F401  (configures Jittor before it is imported)
 import numpy as np  # noqa: E402
 
-from browser import BrowserThread, niced_chromium, open_viewer_page, run_with_viewer, wait_until  # noqa: E402
+from browser import (BrowserThread, niced_chromium, open_viewer_page, pinned_chromium, run_with_viewer,  # noqa: E402
+                     wait_until)
 from tensorf_jt.config import parse_run_config  # noqa: E402
 from tensorf_jt.viewer.cameras import quaternion_from_matrix  # noqa: E402
 from tensorf_jt.viewer.server import Viewer  # noqa: E402
@@ -117,7 +136,11 @@ def training_seconds_per_iter(config_file: str, iters: int, mode: str, basedir: 
             wait_until(finished.is_set, 3600, "training to finish")
             page.close()
 
-        thread = BrowserThread(script, niced_chromium(basedir) if mode == "browser_niced" else None)
+        if BROWSER_CPU is not None:
+            launcher = pinned_chromium(basedir, BROWSER_CPU)
+        else:
+            launcher = niced_chromium(basedir) if mode == "browser_niced" else None
+        thread = BrowserThread(script, launcher)
         thread.start()
     service = Viewer.service
     if mode == "browser_no_frames":
@@ -161,11 +184,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--modes", default="off,idle,browser,browser_niced,browser_no_frames",
                         help="training modes, comma-separated (see above)")
+    parser.add_argument("--browser_cpu", default=None,
+                        help="run the browser on this CPU only and training on the others, as with a "
+                             "browser on another machine")
     parser.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "viewer_latency.json"))
     args = parser.parse_args()
     if not os.path.isfile(args.ckpt):
         sys.exit(f"{args.ckpt} does not exist: train the demo first (make demo) or pass --ckpt.")
-    report = {}
+    report = {"browser_cpu": args.browser_cpu}
     if args.moves > 0:
         report["checkpoint"] = checkpoint_latency(args.ckpt, args.moves, args.screenshot, (960, 600))
         print(json.dumps(report["checkpoint"], indent=1), flush=True)

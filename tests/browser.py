@@ -36,9 +36,18 @@ def chromium_path() -> str:
 def niced_chromium(folder: str) -> str:
     """A launcher running the system's chromium at the lowest CPU priority: on a machine it shares
     with training, it then takes what training leaves, as a browser on another machine would."""
-    path = os.path.join(folder, "chromium-nice")
+    return _chromium_launcher(folder, "chromium-nice", "nice -n 19")
+
+
+def pinned_chromium(folder: str, cpus: str) -> str:
+    """A launcher running the system's chromium on the CPUs ``cpus`` only (``taskset -c``)."""
+    return _chromium_launcher(folder, "chromium-pinned", f"taskset -c {cpus}")
+
+
+def _chromium_launcher(folder: str, name: str, prefix: str) -> str:
+    path = os.path.join(folder, name)
     with open(path, "w", encoding="ascii") as launcher:
-        launcher.write(f'#!/bin/sh\nexec nice -n 19 {chromium_path()} "$@"\n')
+        launcher.write(f'#!/bin/sh\nexec {prefix} {chromium_path()} "$@"\n')
     os.chmod(path, 0o755)
     return path
 
