@@ -118,7 +118,8 @@ def checkpoint_latency(ckpt: str, moves: int, screenshot: str | None, viewport: 
             "rays_per_second": viewer.rays_per_second}
 
 
-def training_seconds_per_iter(config_file: str, iters: int, mode: str, basedir: str) -> float:
+def training_seconds_per_iter(config_file: str, iters: int, mode: str, basedir: str,
+                              query: str = "") -> tuple[float, float, float]:
     from tensorf_jt.training.trainer import train
 
     flags = ["--config", config_file, "--n_iters", str(iters), "--render_test", "0", "--N_vis", "0",
@@ -132,7 +133,7 @@ def training_seconds_per_iter(config_file: str, iters: int, mode: str, basedir: 
     if mode.startswith("browser"):
         def script(browser):
             wait_until(lambda: _listening(port) or finished.is_set(), 120, "the viewer to start")
-            page = open_viewer_page(browser, f"http://localhost:{port}", (800, 600))
+            page = open_viewer_page(browser, f"http://localhost:{port}/" + (f"?{query}" if query else ""), (800, 600))
             wait_until(finished.is_set, 3600, "training to finish")
             page.close()
 
@@ -184,6 +185,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--modes", default="off,idle,browser,browser_niced,browser_no_frames",
                         help="training modes, comma-separated (see above)")
+    parser.add_argument("--query", default="", help="the training page address's query, e.g. fixedDpr=0.5")
     parser.add_argument("--browser_cpu", default=None,
                         help="run the browser on this CPU only and training on the others, as with a "
                              "browser on another machine")
@@ -191,7 +193,7 @@ def main() -> None:
     args = parser.parse_args()
     if not os.path.isfile(args.ckpt):
         sys.exit(f"{args.ckpt} does not exist: train the demo first (make demo) or pass --ckpt.")
-    report = {"browser_cpu": args.browser_cpu}
+    report = {"browser_cpu": args.browser_cpu, "query": args.query}
     if args.moves > 0:
         report["checkpoint"] = checkpoint_latency(args.ckpt, args.moves, args.screenshot, (960, 600))
         print(json.dumps(report["checkpoint"], indent=1), flush=True)
@@ -203,7 +205,8 @@ def main() -> None:
             for mode in timings:
                 basedir = os.path.join(ROOT, "bench", "out", "viewer_runs", f"{mode}{round_}")
                 os.makedirs(basedir, exist_ok=True)
-                whole, late, step = training_seconds_per_iter(args.train_config, args.iters, mode, basedir)
+                whole, late, step = training_seconds_per_iter(args.train_config, args.iters, mode, basedir,
+                                                              args.query)
                 timings[mode].append(whole)
                 second_half[mode].append(late)
                 steps[mode].append(step)

@@ -23,6 +23,7 @@ from tensorf_jt.config import parse_run_config
 from tensorf_jt.dataLoader import BlenderDataset
 from tensorf_jt.evaluation.metrics import mse_to_psnr
 from tensorf_jt.evaluation.views import render_rays
+from tensorf_jt.viewer import server
 from tensorf_jt.viewer.camera_path import read_camera_path
 from tensorf_jt.viewer.cameras import quaternion_from_matrix
 from tensorf_jt.viewer.server import Viewer
@@ -198,6 +199,7 @@ def test_training_with_a_browser_attached_pauses_and_gives_the_same_model(scene,
         original_after_step(self, model, step_seconds)
 
     monkeypatch.setattr(Viewer, "after_step", after_step)
+    monkeypatch.setattr(server, "LIVE_EVERY_S", 0.5)  # frames of the tiny model arrive while it trains
     finished = threading.Event()
     results = {}
 

@@ -193,3 +193,32 @@ def test_render_cli_renders_a_camera_path_file(tiny_scene, tmp_path, capsys):
     assert "camera path: 6 frames" in capsys.readouterr().out
     assert render_main(["--ckpt", ckpt, "--camera_path", str(tmp_path / "none.json")]) == 2
     assert "does not exist; save one from the viewer" in capsys.readouterr().err
+
+
+def test_a_training_model_is_redrawn_at_most_every_live_interval(tmp_path):
+    """A browser's frame of the learning model is refreshed no more often than LIVE_EVERY_S; a
+    camera change is answered at once."""
+    import time
+
+    from tensorf_jt.viewer import server
+    from tensorf_jt.viewer.frames import RenderSettings
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = RenderSettings(white_bg=True, ndc_ray=False, chunk=4096, near_far=(2.0, 6.0))
+    viewer = server.Viewer(server.SceneView(None, [], (2.0, 6.0)), settings, str(tmp_path), port=port, training=True)
+    try:
+        view = server.ClientView(client=None, camera=(np.array([1.0, 0, 0, 0]), np.array([0, 0, 4.0]), 0.8, 1.0),
+                                 camera_version=1)
+        view.shown = (1, False, viewer.model_version, view.output, view.max_side)
+        view.sent_at = time.perf_counter()
+        viewer.model_changed()
+        assert not viewer._prepare_job(view), "a new frame of the training model came too soon"
+        view.sent_at -= server.LIVE_EVERY_S
+        assert viewer._prepare_job(view)
+        view.job, view.sent_at = None, time.perf_counter()
+        view.camera_version = 2
+        assert viewer._prepare_job(view), "a camera change waits for nothing"
+    finally:
+        viewer.close()

@@ -9,8 +9,9 @@ at a time until its time is up and sends finished ones back as the page's backgr
 After a camera change a browser first gets a preview sized so that it renders in about
 ``PREVIEW_SECONDS`` at the measured ray rate, then, if the camera has not moved again, the
 frame at full size. During training the time spent here is paid for out of a credit that each
-step adds ``TRAINING_SHARE`` of its own duration to, so a run with a browser attached is at
-most that much slower per iteration; with no browser connected nothing is rendered or sent.
+step adds ``TRAINING_SHARE`` of its own duration to, so the viewer's rendering takes at most
+that share of the training time, and the learning model is redrawn at most every
+``LIVE_EVERY_S``; with no browser connected nothing is rendered or sent.
 """
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ from tensorf_jt.viewer.frames import OUTPUTS, FrameJob, RenderSettings
 
 PREVIEW_SECONDS = 0.25  # render time aimed at for the first frame after a camera change
 LIVE_SECONDS = 0.5  # render time aimed at for a frame of a model that is training
+# At most one new frame of a training model this often (a camera change is answered at once):
+# each new frame makes the page redraw for a quarter of a second, which costs a browser drawing
+# in software ~0.6 CPU-seconds (bench/browser_cpu.py), on the training machine if it runs there.
+LIVE_EVERY_S = 5.0
 TRAINING_SHARE = 0.2  # viewer time per second of training time while browsers are connected
 MIN_PREVIEW_SIDE = 48
 DEFAULT_MAX_SIDE = 512
@@ -61,6 +66,7 @@ class ClientView:
     shown: tuple | None = None  # (camera_version, full size?, model_version, output, max_side) on screen
     last_frame: np.ndarray | None = None  # the last full-size frame, for "save view"
     frames_sent: int = 0
+    sent_at: float = 0.0  # when the frame on screen was sent (time.perf_counter)
     gui: dict = field(default_factory=dict)
 
 
@@ -406,6 +412,9 @@ class Viewer:
         if moved:
             camera = self._sized_camera(full_camera, PREVIEW_SECONDS)
         elif shown[2] != self.model_version:  # a training model moved on: a frame it renders within LIVE_SECONDS
+            if self.training and time.perf_counter() - view.sent_at < LIVE_EVERY_S:
+                view.job = None
+                return False
             camera = self._sized_camera(full_camera, LIVE_SECONDS) if self.training else full_camera
         elif not shown[1]:
             camera = full_camera
@@ -450,6 +459,7 @@ class Viewer:
                 return
             view.client.scene.set_background_image(image, format="jpeg", jpeg_quality=90)
             view.frames_sent += 1
+            view.sent_at = time.perf_counter()
             view.shown = (version, full, model_version, output, max_side)
             if full:
                 with self._lock:
