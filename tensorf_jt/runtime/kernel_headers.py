@@ -58,7 +58,7 @@ def compile_flags(cc_flags: str) -> list[str]:
 
 def _split_flags(flags: str) -> list[str]:
     """Split a flag string on spaces outside double quotes (Jittor quotes its paths)."""
-    return [token for token in re.findall(r'(?:"[^"]*"|[^\s"])+', flags)]
+    return re.findall(r'(?:"[^"]*"|[^\s"])+', flags)
 
 
 def _digest(jt, cc_path: str, flags: list[str]) -> str:
