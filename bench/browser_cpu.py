@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
 import time
 
@@ -25,6 +24,7 @@ import tensorf_jt  # noqa: E402,F401  (configures Jittor before it is imported)
 import numpy as np  # noqa: E402
 
 from browser import BrowserThread, open_viewer_page, wait_until  # noqa: E402
+from conftest import free_port  # noqa: E402
 from tensorf_jt.config import parse_run_config  # noqa: E402
 from tensorf_jt.viewer.server import Viewer  # noqa: E402
 
@@ -45,12 +45,6 @@ def chromium_cpu_seconds() -> float:
         except OSError:  # the process ended meanwhile
             continue
     return total / os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def measure(ckpt: str, seconds: float, viewport: tuple[int, int], frusta: bool, query: str) -> dict:

@@ -54,15 +54,10 @@ import numpy as np  # noqa: E402
 
 from browser import (BrowserThread, niced_chromium, open_viewer_page, pinned_chromium, run_with_viewer,  # noqa: E402
                      wait_until)
+from conftest import free_port  # noqa: E402
 from tensorf_jt.config import parse_run_config  # noqa: E402
 from tensorf_jt.viewer.cameras import quaternion_from_matrix  # noqa: E402
 from tensorf_jt.viewer.server import Viewer  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def spread(values: list[float]) -> dict:

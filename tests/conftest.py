@@ -44,6 +44,15 @@ def run_python(args: list[str], cwd: Path | str = REPO_ROOT, env: dict | None = 
                           timeout=timeout)
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def wait_until(condition, timeout: float, what: str, poll: float = 0.02) -> None:
     """Poll ``condition`` every ``poll`` seconds; fail naming ``what`` after ``timeout`` seconds."""
     import time

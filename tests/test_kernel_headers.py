@@ -31,7 +31,7 @@ def _kernel_source() -> Path:
 
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="needs binutils' objdump")
 def test_kernels_compile_with_the_header_to_the_same_machine_code(tmp_path):
-    header = next(iter(f for f in kernel_headers._split_flags(jt.flags.cc_flags) if f.endswith('.h"')), None)
+    header = next((f for f in kernel_headers._split_flags(jt.flags.cc_flags) if f.endswith('.h"')), None)
     assert "-include" in jt.flags.cc_flags and header is not None, "g++ is the compiler here: the header must be used"
     header = header.strip('"')
     assert Path(header + ".gch").is_file()

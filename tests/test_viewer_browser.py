@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import threading
 import time
 
@@ -17,6 +16,7 @@ import pytest
 
 from browser import (BrowserThread, canvas_pixels, chromium_path, niced_chromium, open_viewer_page, run_with_viewer,
                      wait_until)
+from conftest import free_port
 from test_resume import parameters, tiny_argv
 from tensorf_jt.cli.train import main as train_main
 from tensorf_jt.config import parse_run_config
@@ -30,12 +30,6 @@ from tensorf_jt.viewer.server import Viewer
 
 IMAGE_SIZE = 32
 TRAINING_VIEW = 3
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

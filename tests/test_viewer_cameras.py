@@ -11,7 +11,7 @@ import socket
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, free_port
 from fake_datasets import make_llff
 from tensorf_jt.dataLoader import BlenderDataset, LLFFDataset
 from tensorf_jt.errors import ConfigError
@@ -172,12 +172,6 @@ def test_view_cli_reports_unreadable_checkpoints_and_ports(tmp_path, capsys):
     assert "viewer_port must be a port number" in capsys.readouterr().err
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_render_cli_renders_a_camera_path_file(tiny_scene, tmp_path, capsys):
     from test_outputs import saved_model
     from tensorf_jt.cli.render import main as render_main
@@ -203,9 +197,7 @@ def test_a_training_model_is_redrawn_at_most_every_live_interval(tmp_path):
     from tensorf_jt.viewer import server
     from tensorf_jt.viewer.frames import RenderSettings
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     settings = RenderSettings(white_bg=True, ndc_ray=False, chunk=4096, near_far=(2.0, 6.0))
     viewer = server.Viewer(server.SceneView(None, [], (2.0, 6.0)), settings, str(tmp_path), port=port, training=True)
     try:
