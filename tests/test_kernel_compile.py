@@ -35,6 +35,24 @@ def launcher(tmp_path):
     return call
 
 
+def test_a_kernel_is_linked_with_gold_and_without_it_when_that_fails(tmp_path):
+    calls = tmp_path / "calls.txt"
+    compiler = tmp_path / "cc"
+    compiler.write_text(f'''#!/bin/sh
+printf "%s\\n" "cc $*" >> "{calls}"
+case "$*" in *-fuse-ld=gold*) echo "gold: cannot link" >&2; exit 1 ;; esac
+''')
+    compiler.chmod(0o755)
+    script = kernel_compile.write_script(tmp_path / "precompiled", "/usr/bin/python3", kernel_compile.GOLD)
+    source = tmp_path / "mul_hash_3_op.cc"
+    source.write_text("int kernel();\n")
+    built = subprocess.run([str(script), TUNER, f"--cc_path={compiler}", str(source), "-O2", "-o",
+                            str(tmp_path / "mul_hash_3_op.so")], capture_output=True, text=True)
+    assert built.returncode == 0 and "gold" not in built.stderr
+    first, second = calls.read_text().splitlines()
+    assert first.endswith(f"mul_hash_3_op.so {kernel_compile.GOLD}") and second.endswith("mul_hash_3_op.so")
+
+
 def test_an_unmarked_kernel_goes_straight_to_the_compiler(launcher, tmp_path):
     source = tmp_path / "add__T_float32_hash_1_op.cc"
     source.write_text("int kernel() { return 1; }\n")
@@ -66,6 +84,7 @@ def test_the_script_is_written_once_and_named_by_its_text(tmp_path):
 
 def test_jittor_uses_it_and_it_is_not_wrapped_twice():
     assert Path(jt.flags.python_path).name.startswith("kernel_compile_")
+    assert (f"link='{kernel_compile.GOLD}'" in Path(jt.flags.python_path).read_text()) == bool(shutil.which("ld.gold"))
     assert kernel_compile.enable(jt) is None
 
 
@@ -75,15 +94,24 @@ def test_the_switch_turns_it_off():
     assert Path(printed).resolve() == Path(sys.executable).resolve()
 
 
+def _kernel_symbols(shared_object: Path) -> list[str]:
+    """The functions a kernel library defines (not the linker's own section markers)."""
+    listing = subprocess.run(["nm", "-D", "--defined-only", str(shared_object)], capture_output=True, text=True)
+    return sorted(name for name in (line.split()[-1] for line in listing.stdout.splitlines()) if "jittor" in name)
+
+
 @pytest.mark.skipif(shutil.which("objdump") is None, reason="needs binutils' objdump")
 def test_the_direct_build_gives_jittors_machine_code(tmp_path):
     (jt.array([1.0, 2.0]) * 3.0 + 1.0).sync()
     source = max((s for s in Path(jt.flags.cache_path, "jit").glob("*_op.cc") if "fused_op.h" in s.read_text()),
-                  key=lambda s: s.stat().st_mtime)
+                 key=lambda s: s.stat().st_mtime)
     tuner = str(Path(jt.flags.jittor_path) / "utils" / "asm_tuner.py")
     flags = shlex.split(jt.compiler.fix_cl_flags(jt.flags.cc_flags))  # as Jittor's kernel command has them
-    machine_code = []
-    for route, program in (("tuner", sys.executable), ("direct", jt.flags.python_path)):
+    routes = {"tuner": sys.executable,  # Jittor's own route
+              "direct": str(kernel_compile.write_script(tmp_path / "launchers", sys.executable)),
+              "gold": str(kernel_compile.write_script(tmp_path / "launchers", sys.executable, kernel_compile.GOLD))}
+    machine_code = {}
+    for route, program in routes.items():
         (tmp_path / route).mkdir()  # one file name: g++ names static initialisers after it
         copy = tmp_path / route / "kernel_op.cc"
         shutil.copy(source, copy)
@@ -92,6 +120,8 @@ def test_the_direct_build_gives_jittors_machine_code(tmp_path):
                                capture_output=True, text=True)
         assert built.returncode == 0, built.stderr[-2000:]
         listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(output)], capture_output=True, text=True)
-        machine_code.append(listing.stdout.split("\n", 3)[-1])
+        machine_code[route] = listing.stdout.split("\n", 3)[-1]
     assert (tmp_path / "tuner" / "kernel_op.s").is_file() and not (tmp_path / "direct" / "kernel_op.s").exists()
-    assert machine_code[0] == machine_code[1]
+    assert machine_code["tuner"] == machine_code["direct"]
+    gold, tuner = (_kernel_symbols(tmp_path / route / "kernel_op.so") for route in ("gold", "tuner"))
+    assert gold and gold == tuner

@@ -8,7 +8,10 @@ carry no marker, and for them the detour only costs time: a Python start and deb
 that makes the assembly ~40x larger than the code. ``enable`` points ``python_path`` (which Jittor
 uses for nothing but launching its build helpers) at a small shell script that compiles such a
 kernel source straight to its shared object with the same flags, and hands every other command to
-the real interpreter unchanged. The machine code is the same (a test compares the disassembly).
+the real interpreter unchanged. The compiled code is the same (a test compares the disassembly).
+Where binutils' gold linker is installed the launcher links with it (~0.1 s less per kernel than
+the default linker, which a kernel whose gold link fails still gets); only the layout of the
+shared object differs, and the pinned training results stay bit for bit.
 
 The script lives in Jittor's cache, named by a digest of its text. ``TENSORF_JT_DIRECT_COMPILE=0``
 leaves Jittor's own route in place.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -24,6 +28,7 @@ from pathlib import Path
 SWITCH_ENV = "TENSORF_JT_DIRECT_COMPILE"
 # The marker Jittor's optimisation passes write into a kernel source for the assembly tuner.
 TUNER_MARKER = "@begin"
+GOLD = "-fuse-ld=gold"
 
 _SCRIPT = """#!/bin/sh
 # Jittor's python_path, written by tensorf_jt/runtime/kernel_compile.py: a CPU kernel whose
@@ -47,19 +52,27 @@ if grep -q -F '{marker}' "$3"; then
     exec "$python" "$@"
 fi
 shift 2
+link={link}
+if [ -n "$link" ] && "$compiler" "$@" "$link" 2>/dev/null; then
+    exit 0
+fi
 exec "$compiler" "$@"
 """
 
 
-def script_text(python: str) -> str:
-    """The launcher's text, falling back to ``python`` for everything it does not compile."""
-    quoted = "'" + python.replace("'", "'\\''") + "'"
-    return _SCRIPT.format(python=quoted, marker=TUNER_MARKER)
+def _quoted(word: str) -> str:
+    return "'" + word.replace("'", "'\\''") + "'"
 
 
-def write_script(folder: Path, python: str) -> Path:
+def script_text(python: str, link_flag: str = "") -> str:
+    """The launcher's text, falling back to ``python`` for everything it does not compile; a
+    kernel is linked with ``link_flag`` first when one is given."""
+    return _SCRIPT.format(python=_quoted(python), marker=TUNER_MARKER, link=_quoted(link_flag))
+
+
+def write_script(folder: Path, python: str, link_flag: str = "") -> Path:
     """Write the launcher into ``folder`` (atomically: MPI ranks may write at once); return it."""
-    text = script_text(python)
+    text = script_text(python, link_flag)
     script = folder / f"kernel_compile_{hashlib.sha1(text.encode()).hexdigest()[:16]}.sh"
     if script.is_file() and script.read_text() == text and os.access(script, os.X_OK):
         return script
@@ -79,6 +92,7 @@ def enable(jt) -> Path | None:
     python = jt.flags.python_path
     if not python or Path(python).name.startswith("kernel_compile_"):
         return None
-    script = write_script(Path(jt.flags.cache_path) / "precompiled", python)
+    link_flag = GOLD if shutil.which("ld.gold") else ""
+    script = write_script(Path(jt.flags.cache_path) / "precompiled", python, link_flag)
     jt.flags.python_path = str(script)
     return script
