@@ -214,3 +214,46 @@ def test_a_training_model_is_redrawn_at_most_every_live_interval(tmp_path):
         assert viewer._prepare_job(view), "a camera change waits for nothing"
     finally:
         viewer.close()
+
+
+def test_a_training_models_frame_is_not_rendered_full_size_until_paused(tmp_path):
+    """Right after a reduced frame of the learning model is sent, nothing more is rendered for it
+    (a full-size frame would be out of date long before it is done); once paused, the full size is."""
+    from tensorf_jt.viewer import server
+    from tensorf_jt.viewer.frames import RenderSettings
+
+    settings = RenderSettings(white_bg=True, ndc_ray=False, chunk=4096, near_far=(2.0, 6.0))
+    viewer = server.Viewer(server.SceneView(None, [], (2.0, 6.0)), settings, str(tmp_path), port=free_port(),
+                           training=True)
+    try:
+        view = server.ClientView(client=None, camera=(np.array([1.0, 0, 0, 0]), np.array([0, 0, 4.0]), 0.8, 1.0),
+                                 camera_version=1)
+        view.shown = (1, False, viewer.model_version, view.output, view.max_side)
+        assert not viewer._prepare_job(view) and view.job is None
+        viewer.paused = True
+        assert viewer._prepare_job(view)
+        assert view.job.tag[1] and view.job.rays.shape[0] == view.max_side ** 2, "the full-size frame"
+    finally:
+        viewer.close()
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_training_cameras_start_hidden_only_while_training(tiny_scene, tmp_path, training):
+    """Drawing 60 textured frustums dominates a software-drawn page's redraws, so a training run's
+    page starts without them (the checkbox shows them); a checkpoint's page starts with them."""
+    from tensorf_jt.viewer import server
+    from tensorf_jt.viewer.frames import RenderSettings
+
+    dataset = BlenderDataset(tiny_scene, split="train", is_stack=True)
+    thumbnails = [np.zeros((8, 8, 3), np.uint8)] * dataset.n_views
+    settings = RenderSettings(white_bg=True, ndc_ray=False, chunk=4096, near_far=(2.0, 6.0))
+    viewer = server.Viewer(server.SceneView(scene_cameras(dataset), thumbnails, (2.0, 6.0)), settings,
+                           str(tmp_path), port=free_port(), training=training)
+    try:
+        frusta = viewer.training_frusta
+        assert len(frusta) == dataset.n_views and viewer.show_cameras.value is not training
+        assert [frustum.visible for frustum in frusta] == [not training] * dataset.n_views
+        viewer.show_cameras.value = training  # as the page's checkbox does
+        assert [frustum.visible for frustum in frusta] == [training] * dataset.n_views
+    finally:
+        viewer.close()

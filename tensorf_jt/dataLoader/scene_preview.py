@@ -41,6 +41,11 @@ def box_corners(box: np.ndarray) -> np.ndarray:
     return box[index, np.arange(3)]
 
 
+def box_edges(box: np.ndarray) -> np.ndarray:
+    """The 12 edges [12, 2, 3] of ``box`` [2, 3], as pairs of corners."""
+    return box_corners(box)[_BOX_EDGES]
+
+
 def frustum(c2w_opencv: np.ndarray, intrinsics: np.ndarray, size_wh: tuple[int, int], depth: float) -> np.ndarray:
     """Apex and the image corners at ``depth`` along the optical axis [5, 3], world coordinates."""
     (fx, _, cx), (_, fy, cy) = intrinsics[0], intrinsics[1]
@@ -59,7 +64,7 @@ def scene_geometry(box: np.ndarray, cameras: list[tuple[np.ndarray, np.ndarray, 
     group (e.g. train and test). Frusta are drawn to a depth of 8 % of the box's diagonal.
     """
     corners = box_corners(box)
-    segments = [corners[_BOX_EDGES]]
+    segments = [box_edges(box)]
     colours = [np.tile(BOX_COLOUR, (len(_BOX_EDGES), 1))]
     depth = 0.08 * float(np.linalg.norm(corners[-1] - corners[0]))
     for poses, intrinsics, size_wh, colour in cameras:

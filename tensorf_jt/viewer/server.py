@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tensorf_jt.dataLoader.scene_preview import box_edges
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.rendering.rays import camera_rays
 from tensorf_jt.viewer.camera_path import PathCamera, interpolate, write_camera_path
@@ -112,6 +113,11 @@ class Viewer:
     # ------------------------------------------------------------ scene and GUI
     def _setup_scene(self, model_box: np.ndarray | None, mask_box: np.ndarray | None) -> None:
         scene, cameras = self.server.scene, self.scene.cameras
+        # Nothing on the page needs light (lines, thumbnails, the frame as its background): without
+        # viser's default lights, their shadow maps and its environment map, a browser drawing in
+        # software loads and redraws the page with far less CPU (docs/VIEWER.md has the figures).
+        scene.configure_default_lights(enabled=False, cast_shadow=False)
+        scene.configure_environment_map(hdri=None)
         if cameras is None:
             scene.set_up_direction("+z")
             if model_box is not None:
@@ -132,19 +138,22 @@ class Viewer:
         centres = cameras.poses[:, :, 3]
         spread = float(np.linalg.norm(centres - centres.mean(0), axis=1).mean()) or 1.0
         width, height = cameras.image_size
-        frusta = []
+        # While training they start hidden: every redraw of the page draws each frustum and its
+        # thumbnail, which on a browser drawing in software costs more than the rest of the page.
+        shown = not self.training
+        self.training_frusta = []
         for view in range(len(cameras.poses)):
             pose = cameras.viewer_pose(cameras.poses[view])
             thumbnail = self.scene.thumbnails[view] if view < len(self.scene.thumbnails) else None
-            frusta.append(self.server.scene.add_camera_frustum(
+            self.training_frusta.append(self.server.scene.add_camera_frustum(
                 f"/training_cameras/{view:03d}", fov=cameras.fov_y, aspect=width / height, scale=0.08 * spread,
                 thickness=0.002 * spread, image=thumbnail, format="jpeg", wxyz=quaternion_from_matrix(pose[:, :3]),
-                position=pose[:, 3], color=(60, 60, 200)))
+                position=pose[:, 3], color=(60, 60, 200), visible=shown))
         # A camera put at a training pose looks straight at that frustum's thumbnail: hide them to compare.
-        self.show_cameras = self.server.gui.add_checkbox("Show training cameras", initial_value=True)
+        self.show_cameras = self.server.gui.add_checkbox("Show training cameras", initial_value=shown)
 
         def show(_) -> None:
-            for frustum in frusta:
+            for frustum in self.training_frusta:
                 frustum.visible = self.show_cameras.value
 
         self.show_cameras.on_update(show)
@@ -164,9 +173,8 @@ class Viewer:
         for name, box, colour in (("scene_box", model_box, (255, 140, 0)), ("alpha_mask_box", mask_box, (0, 170, 80))):
             if box is None:
                 continue
-            box = self._to_viewer_box(box)
-            self.server.scene.add_box(f"/{name}", color=colour, dimensions=tuple(box[1] - box[0]), wireframe=True,
-                                      position=tuple(box.mean(0)))
+            self.server.scene.add_line_segments(f"/{name}", box_edges(self._to_viewer_box(box)), colour,
+                                                thickness=1.5, thickness_units="screen")
 
     def _setup_training_gui(self) -> None:
         gui = self.server.gui
@@ -416,8 +424,8 @@ class Viewer:
                 view.job = None
                 return False
             camera = self._sized_camera(full_camera, LIVE_SECONDS) if self.training else full_camera
-        elif not shown[1]:
-            camera = full_camera
+        elif not shown[1] and (self.paused or not self.training):
+            camera = full_camera  # a learning model's full-size frame would be out of date before it is done
         else:
             view.job = None
             return False
