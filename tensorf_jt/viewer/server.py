@@ -33,10 +33,11 @@ from tensorf_jt.viewer.frames import OUTPUTS, FrameJob, RenderSettings
 
 PREVIEW_SECONDS = 0.25  # render time aimed at for the first frame after a camera change
 LIVE_SECONDS = 0.5  # render time aimed at for a frame of a model that is training
-# At most one new frame of a training model this often (a camera change is answered at once):
-# each new frame makes the page redraw for a quarter of a second, which costs a browser drawing
-# in software ~0.6 CPU-seconds (bench/browser_cpu.py), on the training machine if it runs there.
-LIVE_EVERY_S = 5.0
+# At most one new frame of a training model this often (a camera change is answered at once).
+# Each costs its render (LIVE_SECONDS on every core) and makes the page redraw for a quarter of a
+# second, ~0.6 CPU-seconds for a browser drawing in software (bench/browser_cpu.py); with such a
+# browser on the training machine, every 10 s keeps training within 1.25x (bench/viewer_latency.py).
+LIVE_EVERY_S = 10.0
 TRAINING_SHARE = 0.2  # viewer time per second of training time while browsers are connected
 MIN_PREVIEW_SIDE = 48
 DEFAULT_MAX_SIDE = 512
