@@ -36,7 +36,8 @@ LIVE_SECONDS = 0.5  # render time aimed at for a frame of a model that is traini
 # At most one new frame of a training model this often (a camera change is answered at once).
 # Each costs its render (LIVE_SECONDS on every core) and makes the page redraw for a quarter of a
 # second, ~0.6 CPU-seconds for a browser drawing in software (bench/browser_cpu.py); with such a
-# browser on the training machine, every 10 s keeps training within 1.25x (bench/viewer_latency.py).
+# browser on the training machine, a frame every 10 s measured 1.22x the time per iteration
+# (docs/BENCHMARKS.md#viewer).
 LIVE_EVERY_S = 10.0
 TRAINING_SHARE = 0.2  # viewer time per second of training time while browsers are connected
 MIN_PREVIEW_SIDE = 48
