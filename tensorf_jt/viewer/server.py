@@ -20,6 +20,7 @@ import os
 import socket
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,6 +96,10 @@ class Viewer:
         import viser
 
         check_port_free(host, port)
+        # A page can close between the check that it is connected and its frame being queued;
+        # viser then warns that the frame cannot be delivered, which is expected and harmless.
+        warnings.filterwarnings("ignore", message="Queued a BackgroundImageMessage on a closed connection",
+                                category=UserWarning)
         self.scene, self.settings, self.output_dir, self.training = scene, settings, output_dir, training
         self.server = viser.ViserServer(host=host, port=port, label="tensorf_jt", verbose=False)
         self.url = f"http://{'localhost' if host in ('127.0.0.1', '0.0.0.0') else host}:{self.server.get_port()}"
