@@ -189,17 +189,24 @@ def test_render_cli_renders_a_camera_path_file(tiny_scene, tmp_path, capsys):
     assert "does not exist; save one from the viewer" in capsys.readouterr().err
 
 
+def open_viewer(tmp_path, cameras=None, thumbnails=(), training=True):
+    """A viewer on a free port with no model behind it (the tests drive its frame scheduling)."""
+    from tensorf_jt.viewer import server
+    from tensorf_jt.viewer.frames import RenderSettings
+
+    settings = RenderSettings(white_bg=True, ndc_ray=False, chunk=4096, near_far=(2.0, 6.0))
+    return server.Viewer(server.SceneView(cameras, list(thumbnails), (2.0, 6.0)), settings, str(tmp_path),
+                         port=free_port(), training=training)
+
+
 def test_a_training_model_is_redrawn_at_most_every_live_interval(tmp_path):
     """A browser's frame of the learning model is refreshed no more often than LIVE_EVERY_S; a
     camera change is answered at once."""
     import time
 
     from tensorf_jt.viewer import server
-    from tensorf_jt.viewer.frames import RenderSettings
 
-    port = free_port()
-    settings = RenderSettings(white_bg=True, ndc_ray=False, chunk=4096, near_far=(2.0, 6.0))
-    viewer = server.Viewer(server.SceneView(None, [], (2.0, 6.0)), settings, str(tmp_path), port=port, training=True)
+    viewer = open_viewer(tmp_path)
     try:
         view = server.ClientView(client=None, camera=(np.array([1.0, 0, 0, 0]), np.array([0, 0, 4.0]), 0.8, 1.0),
                                  camera_version=1)
@@ -220,11 +227,8 @@ def test_a_training_models_frame_is_not_rendered_full_size_until_paused(tmp_path
     """Right after a reduced frame of the learning model is sent, nothing more is rendered for it
     (a full-size frame would be out of date long before it is done); once paused, the full size is."""
     from tensorf_jt.viewer import server
-    from tensorf_jt.viewer.frames import RenderSettings
 
-    settings = RenderSettings(white_bg=True, ndc_ray=False, chunk=4096, near_far=(2.0, 6.0))
-    viewer = server.Viewer(server.SceneView(None, [], (2.0, 6.0)), settings, str(tmp_path), port=free_port(),
-                           training=True)
+    viewer = open_viewer(tmp_path)
     try:
         view = server.ClientView(client=None, camera=(np.array([1.0, 0, 0, 0]), np.array([0, 0, 4.0]), 0.8, 1.0),
                                  camera_version=1)
@@ -241,14 +245,9 @@ def test_a_training_models_frame_is_not_rendered_full_size_until_paused(tmp_path
 def test_training_cameras_start_hidden_only_while_training(tiny_scene, tmp_path, training):
     """Drawing 60 textured frustums dominates a software-drawn page's redraws, so a training run's
     page starts without them (the checkbox shows them); a checkpoint's page starts with them."""
-    from tensorf_jt.viewer import server
-    from tensorf_jt.viewer.frames import RenderSettings
-
     dataset = BlenderDataset(tiny_scene, split="train", is_stack=True)
     thumbnails = [np.zeros((8, 8, 3), np.uint8)] * dataset.n_views
-    settings = RenderSettings(white_bg=True, ndc_ray=False, chunk=4096, near_far=(2.0, 6.0))
-    viewer = server.Viewer(server.SceneView(scene_cameras(dataset), thumbnails, (2.0, 6.0)), settings,
-                           str(tmp_path), port=free_port(), training=training)
+    viewer = open_viewer(tmp_path, scene_cameras(dataset), thumbnails, training)
     try:
         frusta = viewer.training_frusta
         assert len(frusta) == dataset.n_views and viewer.show_cameras.value is not training

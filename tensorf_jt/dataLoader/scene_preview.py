@@ -64,7 +64,7 @@ def scene_geometry(box: np.ndarray, cameras: list[tuple[np.ndarray, np.ndarray, 
     group (e.g. train and test). Frusta are drawn to a depth of 8 % of the box's diagonal.
     """
     corners = box_corners(box)
-    segments = [box_edges(box)]
+    segments = [corners[_BOX_EDGES]]
     colours = [np.tile(BOX_COLOUR, (len(_BOX_EDGES), 1))]
     depth = 0.08 * float(np.linalg.norm(corners[-1] - corners[0]))
     for poses, intrinsics, size_wh, colour in cameras:
