@@ -20,13 +20,15 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
-import tensorf_jt  # noqa: E402,F401  (configures Jittor before it is imported)
+import tensorf_jt.runtime  # noqa: E402  (configures Jittor before it is imported)
 import numpy as np  # noqa: E402
 
 from browser import BrowserThread, open_viewer_page, wait_until  # noqa: E402
 from conftest import free_port  # noqa: E402
 from tensorf_jt.config import parse_run_config  # noqa: E402
 from tensorf_jt.viewer.server import Viewer  # noqa: E402
+
+tensorf_jt.runtime.setup()
 
 STATES = ("idle", "panel text every 0.5 s", "frame every 0.5 s")
 

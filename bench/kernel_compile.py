@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
 import json, random, sys, time
-import tensorf_jt
+import tensorf_jt.runtime
 import jittor as jt
+tensorf_jt.runtime.setup()
 x = jt.rand(4096)
 x.sync()
 tag = random.Random().randrange(10**8)

@@ -26,8 +26,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     import numpy as np
-    import tensorf_jt  # noqa: F401  (configures Jittor before it is imported)
+    import tensorf_jt.runtime  # configures Jittor before it is imported
     import jittor as jt
+    tensorf_jt.runtime.setup()
     from lpips_pairs import image_pairs
     from tensorf_jt.evaluation.lpips import lpips_distance
 

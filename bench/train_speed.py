@@ -41,8 +41,9 @@ from timing import one_off_seconds, phase_summary  # noqa: E402
 def run_worker(config: str, kernels: str, iters: int | None, profile_steps: int, basedir: str,
                extra: list[str]) -> dict:
     """Train with ``--kernels kernels`` in this process and return the figures."""
-    import tensorf_jt  # noqa: F401  (configures Jittor before it is imported)
+    import tensorf_jt.runtime  # configures Jittor before it is imported
     import jittor as jt
+    tensorf_jt.runtime.setup()
     from tensorf_jt.runtime import profiling
     from tensorf_jt.config import load_run_config
     from tensorf_jt.runtime.memory import peak_rss_mb

@@ -49,7 +49,7 @@ def _pin_training(argv: list[str]) -> str | None:
 
 BROWSER_CPU = _pin_training(sys.argv)
 
-import tensorf_jt  # noqa: E402,F401  (configures Jittor before it is imported)
+import tensorf_jt.runtime  # noqa: E402  (configures Jittor before it is imported)
 import numpy as np  # noqa: E402
 
 from browser import (BrowserThread, niced_chromium, open_viewer_page, pinned_chromium, run_with_viewer,  # noqa: E402
@@ -58,6 +58,8 @@ from conftest import free_port  # noqa: E402
 from tensorf_jt.config import parse_run_config  # noqa: E402
 from tensorf_jt.viewer.cameras import quaternion_from_matrix  # noqa: E402
 from tensorf_jt.viewer.server import Viewer  # noqa: E402
+
+tensorf_jt.runtime.setup()
 
 
 def spread(values: list[float]) -> dict:

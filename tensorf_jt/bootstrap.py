@@ -4,8 +4,10 @@ Jittor reads its configuration from environment variables when it is first impor
 defaults assume a networked machine: without the oneDNN archive it tries to download it, and
 where ``nvcc`` exists without a CUDA driver it crashes loading ``libcudart``. ``tensorf_jt``
 imports this module first (from its ``__init__``), so every entry point -- the CLIs, the
-tests, a user's script -- gets a Jittor that imports offline, stays quiet unless asked, and
-runs on the GPU when one works. Values the user already set in the environment always win.
+tests, a user's script -- gets a Jittor that imports offline and stays quiet unless asked.
+Values the user already set in the environment always win, and a Jittor the user imported
+first is left as it is. Switching to the GPU is ``tensorf_jt.runtime.setup()``'s
+(``enable_cuda_if_available``).
 """
 from __future__ import annotations
 
@@ -131,32 +133,18 @@ def prepare_environment(verbose: bool | None = None) -> dict[str, str]:
     return chosen
 
 
-def _keep_errors_loud() -> None:
-    """Make Jittor's Python-side errors raise even when its logs are silenced.
+def _defer_python_logs_to_core() -> None:
+    """Let Jittor's C++ logger alone decide what a silenced process shows.
 
-    ``log_silent=1`` silences info and warnings in C++, but Jittor's Python logger also drops
-    error and fatal messages, so a failing ``load_state_dict`` or an unsupported
-    ``var.backward()`` would silently do nothing. Errors and fatals bypass the silence here.
+    With ``log_silent=1`` the C++ logger drops info and warnings but still raises on errors
+    and fatal messages. Jittor's Python logger reads the same variable and drops *everything*,
+    so a failing ``load_state_dict`` or an unsupported ``var.backward()`` would do nothing,
+    silently. Clearing its own switch hands every message to the C++ logger, which keeps the
+    infos quiet and the errors raising.
     """
     import jittor_utils
 
-    logger = jittor_utils.LOG
-    if getattr(logger, "_tensorf_jt_errors_loud", False):
-        return
-    quiet_log = logger._log
-
-    def log(level: str, verbose: int, *msg: object) -> None:
-        if level in ("e", "f") and logger.log_silent:
-            logger.log_silent = 0
-            try:
-                quiet_log(level, verbose, *msg)
-            finally:
-                logger.log_silent = 1
-        else:
-            quiet_log(level, verbose, *msg)
-
-    logger._log = log
-    logger._tensorf_jt_errors_loud = True
+    jittor_utils.LOG.log_silent = 0
 
 
 def enable_cuda_if_available(jt_module) -> bool:
@@ -186,20 +174,26 @@ def _read_float_limits() -> None:
 
 
 def import_jittor(verbose: bool | None = None):
-    """Import Jittor configured for this machine and return the module."""
-    if "jittor" not in sys.modules:
-        if "use_mkl" in prepare_environment(verbose):
-            warnings.warn(
-                "oneDNN is not available, so Jittor's CPU matrix products are 30-100x slower. "
-                "Install it with: pip install jittor-offline==0.0.7"
-            )
-        _read_float_limits()
+    """Import Jittor set up to import on this machine, and return the module.
+
+    Only what Jittor needs to import here at all, each where the user has not chosen
+    otherwise: oneDNN from the offline package (else it downloads it), ``nvcc_path=""``
+    without a CUDA driver (else it crashes loading ``libcudart``), quiet logs that still raise
+    errors, and per-rank settings under ``mpirun``. Everything else -- CUDA, faster kernel
+    builds -- is ``tensorf_jt.runtime.setup()``'s, which the command-line tools call. When
+    Jittor is already imported, nothing is changed.
+    """
+    if "jittor" in sys.modules:
+        return sys.modules["jittor"]
+    chosen = prepare_environment(verbose)
+    if "use_mkl" in chosen:
+        warnings.warn(
+            "oneDNN is not available, so Jittor's CPU matrix products are many times slower. "
+            "Install it with: pip install jittor-offline==0.0.7"
+        )
+    _read_float_limits()
     import jittor
 
-    _keep_errors_loud()
-    enable_cuda_if_available(jittor)
-    from tensorf_jt.runtime import kernel_compile, kernel_headers
-
-    kernel_headers.enable(jittor)
-    kernel_compile.enable(jittor)
+    if "log_silent" in chosen:
+        _defer_python_logs_to_core()
     return jittor

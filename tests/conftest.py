@@ -1,4 +1,5 @@
-"""Shared fixtures. Importing ``tensorf_jt`` first configures Jittor for this machine."""
+"""Shared fixtures. Importing ``tensorf_jt`` first configures Jittor for this machine; the suite
+then runs with the process set-up the command-line tools use (``tensorf_jt.runtime.setup``)."""
 from __future__ import annotations
 
 import os
@@ -8,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tensorf_jt  # noqa: F401  (must precede any jittor import)
+import tensorf_jt.runtime  # must precede any jittor import
 import jittor as jt
+
+tensorf_jt.runtime.setup()
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))

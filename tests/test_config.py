@@ -52,7 +52,7 @@ def test_with_flags_changes_and_validates_again():
     ({"step_ratio": 0.0}, "step_ratio must be positive"),
     ({"downsample_test": -1.0}, "downsample_train and downsample_test must be positive"),
     ({"N_vis": 2, "vis_every": 0}, "vis_every must be positive when N_vis is not 0"),
-    ({"kernels": "fast"}, "kernels must be 'fused' or 'reference'"),
+    ({"kernels": "fast"}, "kernels 'fast' is not supported; choose one of fused, reference"),
     ({"model_name": "TensorXY"}, "model_name 'TensorXY' is not supported"),
     ({"dataset_name": "colmap"}, "dataset_name 'colmap' is not supported"),
     ({"accumulate_decay": 0.5}, "accumulate_decay = 0.5 has no effect"),

@@ -13,9 +13,8 @@ from tensorf_jt import kernels
 from tensorf_jt.rendering import compositing
 from tensorf_jt.rendering.alpha_grid import AlphaGridMask
 from tensorf_jt.errors import ConfigError
-from tensorf_jt.kernels.compositing import composite_weights, segment_sum
+from tensorf_jt.kernels.packed_compositing import composite_weights, segment_sum
 from tensorf_jt.kernels.cp_field import cp_features
-from tensorf_jt.kernels.encoding import cuda_kernel, row_programs
 from tensorf_jt.kernels.ray_marching import march_rays, rays_hit_alpha
 from tensorf_jt.kernels.source import kernel_source
 from tensorf_jt.kernels.vm_field import vm_features
@@ -32,11 +31,17 @@ def assert_close(got, expected, rel, what=""):
     assert worst <= rel, f"{what}: max relative difference {worst:.2e} > {rel:.0e}"
 
 
-def both_paths(compute):
+def both_paths(compute, *users):
+    """``compute(fused)`` for the fused kernels and the reference path, with ``users`` (models and
+    shaders) set to the same implementation."""
     results = {}
     for name in kernels.KERNELS:
-        with kernels.use_kernels(name):
-            results[name] = compute()
+        for user in users:
+            if hasattr(user, "kernels"):
+                user.kernels = name
+            else:
+                user.fused = name == "fused"
+        results[name] = compute(name == "fused")
     return results["fused"], results["reference"]
 
 
@@ -49,9 +54,9 @@ def test_vm_features_and_gradients_match(density_mode):
     lines = model.density_line if density_mode else model.app_line
     params = list(planes) + list(lines)
 
-    def compute():
+    def compute(fused):
         xyz = jt.array(points)
-        if kernels.fused_enabled():
+        if fused:
             out = vm_features(xyz, *model._channel_last(planes, lines), density_mode=density_mode)
         else:
             products = model._plane_line_products(planes, lines, xyz)
@@ -73,9 +78,9 @@ def test_cp_features_and_gradients_match(density_mode):
     upstream = np.random.default_rng(7).normal(size=(500,) if density_mode else (500, 6)).astype(np.float32)
     lines = list(model.density_line)
 
-    def compute():
+    def compute(fused):
         xyz = jt.array(points)
-        if kernels.fused_enabled():
+        if fused:
             out = cp_features(xyz, model._channel_last(lines), density_mode=density_mode)
         else:
             products = model._line_products(lines, xyz)
@@ -87,21 +92,20 @@ def test_cp_features_and_gradients_match(density_mode):
     assert_close(fused_out, ref_out, 1e-5, "features")
     for index, (g_fused, g_ref) in enumerate(zip(fused_grads, ref_grads)):
         assert_close(g_fused, g_ref, 1e-4, f"gradient of line {index}")
-    with kernels.use_kernels("fused"):
-        empty = jt.zeros((0, 3), dtype="float32")
-        assert tuple(model.compute_densityfeature(empty).shape) == (0,)
-        assert tuple(model.compute_appfeature(empty).shape) == (0, 5)
+    empty = jt.zeros((0, 3), dtype="float32")
+    assert tuple(model.compute_densityfeature(empty).shape) == (0,)
+    assert tuple(model.compute_appfeature(empty).shape) == (0, 5)
 
 
 def test_appearance_features_match_and_empty_inputs_work():
     model = tiny_model()
     points = jt.array(np.random.default_rng(3).uniform(-1, 1, (64, 3)).astype(np.float32))
-    fused, reference = both_paths(lambda: model.compute_appfeature(points).numpy())
+    fused, reference = both_paths(lambda fused: model.compute_appfeature(points).numpy(), model)
     assert_close(fused, reference, 1e-5, "appearance features")
     empty = jt.zeros((0, 3), dtype="float32")
-    with kernels.use_kernels("fused"):
-        assert tuple(model.compute_densityfeature(empty).shape) == (0,)
-        assert tuple(model.compute_appfeature(empty).shape) == (0, 5)
+    model.kernels = "fused"
+    assert tuple(model.compute_densityfeature(empty).shape) == (0,)
+    assert tuple(model.compute_appfeature(empty).shape) == (0, 5)
 
 
 @pytest.mark.parametrize("with_mask", [False, True])
@@ -114,8 +118,7 @@ def test_packed_samples_are_exactly_the_reference_samples(with_mask):
     xyz, z, inside = sample_along_rays(rays_o, rays_d, aabb, (2.0, 6.0), 0.05, 90, jitter=None)
     keep = inside.numpy()
     if mask is not None:
-        with kernels.use_kernels("reference"):
-            keep &= mask.sample_alpha(xyz.reshape(-1, 3)).numpy().reshape(keep.shape) > 0
+        keep &= mask.sample_alpha(xyz.reshape(-1, 3), fused=False).numpy().reshape(keep.shape) > 0
     t_start = ray_box_intersection(rays_o, rays_d, aabb)[0].clamp(min_v=2.0, max_v=6.0)
     packed = march_rays(rays_o, rays_d, t_start, jt.zeros(200), aabb, mask, 0.05, 90)
     np.testing.assert_array_equal(packed.xyz.numpy(), xyz.numpy()[keep])
@@ -124,8 +127,7 @@ def test_packed_samples_are_exactly_the_reference_samples(with_mask):
     np.testing.assert_array_equal(packed.ray_index.numpy(), np.nonzero(keep)[0])
     np.testing.assert_array_equal(packed.ray_offsets.numpy(), np.concatenate([[0], np.cumsum(keep.sum(1))]))
     if mask is not None:
-        with kernels.use_kernels("reference"):
-            expected_hit = (mask.sample_alpha(xyz.reshape(-1, 3)).numpy().reshape(keep.shape) > 0).any(1)
+        expected_hit = (mask.sample_alpha(xyz.reshape(-1, 3), fused=False).numpy().reshape(keep.shape) > 0).any(1)
         np.testing.assert_array_equal(rays_hit_alpha(rays_o, rays_d, t_start, mask, 0.05, 90).numpy(), expected_hit)
 
 
@@ -168,11 +170,11 @@ def test_encoded_mlp_input_matches_concatenation(shader):
     pts = jt.array(rng.uniform(-1, 1, (70, 3)).astype(np.float32))
     upstream = jt.array(rng.normal(size=(70, shader.in_mlpC)).astype(np.float32))
 
-    def compute():
+    def compute(fused):
         row = shader.mlp_input(pts, viewdirs, features)
         return row.numpy(), jt.grad((row * upstream).sum(), features).numpy()
 
-    (fused_row, fused_grad), (ref_row, ref_grad) = both_paths(compute)
+    (fused_row, fused_grad), (ref_row, ref_grad) = both_paths(compute, shader)
     assert_close(fused_row, ref_row, 1e-5, "MLP input")
     assert_close(fused_grad, ref_grad, 1e-4, "gradient of the features")
 
@@ -182,12 +184,12 @@ def test_whole_render_and_parameter_gradients_match():
     model.shrink(model.updateAlphaMask((14, 13, 12)))
     rays = jt.array(rays_towards_box(256, seed=8))
 
-    def compute():
+    def compute(fused):
         rgb, depth = model(rays, white_bg=True, is_train=False)
         grads = jt.grad(jt.sqr(rgb - 0.3).mean(), list(model.state_dict().values()))
         return rgb.numpy(), depth.numpy(), [g.numpy() for g in grads]
 
-    (rgb_f, depth_f, grads_f), (rgb_r, depth_r, grads_r) = both_paths(compute)
+    (rgb_f, depth_f, grads_f), (rgb_r, depth_r, grads_r) = both_paths(compute, model)
     assert_close(rgb_f, rgb_r, 1e-5, "rgb")
     assert_close(depth_f, depth_r, 1e-5, "depth")
     # End to end, dL/dsigma is a difference of nearly equal terms (a sample's transmittance
@@ -201,9 +203,26 @@ def test_whole_render_and_parameter_gradients_match():
 
 
 def test_unknown_kernel_choice_is_refused():
+    model = tiny_model()
     with pytest.raises(ConfigError, match="kernels 'magic' is not supported"):
-        kernels.set_kernels("magic")
-    assert kernels.active_kernels() == "fused"
+        model.kernels = "magic"
+    assert model.kernels == "fused"
+
+
+def test_two_models_with_different_kernels_live_in_one_process(tmp_path):
+    """The choice is each model's own and survives a checkpoint: a fused and a reference model
+    render the same rays side by side, each on its own path."""
+    from tensorf_jt.formats.checkpoint import load_checkpoint, load_state, save_checkpoint
+
+    fused = tiny_model(grid=(10, 10, 10), density_shift=-2.0)
+    reference = tiny_model(grid=(10, 10, 10), density_shift=-2.0, kernels="reference")
+    load_state(reference, fused.state_dict())
+    assert (fused.kernels, reference.kernels) == ("fused", "reference")
+    assert fused.renderModule.fused and not reference.renderModule.fused
+    rays = jt.array(rays_towards_box(64, seed=3))
+    assert_close(reference(rays)[0].numpy(), fused(rays)[0].numpy(), 1e-5, "rgb")
+    loaded, raw = load_checkpoint(save_checkpoint(reference, str(tmp_path / "reference.th")))
+    assert raw["kernels"] == "reference" and loaded.kernels == "reference" and not loaded.renderModule.fused
 
 
 def _nvcc() -> str | None:
@@ -213,10 +232,8 @@ def _nvcc() -> str | None:
 @pytest.mark.skipif(_nvcc() is None, reason="nvcc is not installed")
 def test_cuda_sources_compile(tmp_path):
     """The GPU kernels must build even where no GPU can run them."""
-    sources = {name: kernel_source(f"{name}_cuda.cuh") for name in ("vm_field", "cp_field", "ray_marching", "compositing")}
-    layout, widths = ((0, 0), (1, 0), (0, 2), (1, 2)), (27, 3, 3)
-    forward, backward = row_programs(layout, widths)
-    sources["encoding"] = (cuda_kernel("encode_forward", 3, forward) + cuda_kernel("encode_backward", 4, backward))
+    sources = {name: kernel_source(f"{name}_cuda.cuh")
+               for name in ("vm_field", "cp_field", "ray_marching", "compositing", "encoding")}
     for name, text in sources.items():
         path = tmp_path / f"{name}.cu"
         path.write_text(text)

@@ -82,6 +82,6 @@ def test_the_sampler_draws_the_same_batches_after_the_same_filtering(scenes, gol
     volume[4:10, 3:9, 2:7] = 1.0
     model.alphaMask = AlphaGridMask(model._aabb_var.clone(), jt.array(volume))
     for path in kernels.KERNELS:
-        with kernels.use_kernels(path):
-            kept = model.filtering_ray_ids(views, rows, bbox_only=False, chunk=1000)
+        model.kernels = path
+        kept = model.filtering_ray_ids(views, rows, bbox_only=False, chunk=1000)
         np.testing.assert_array_equal(kept, golden[f"alpha_rows_{path}"])

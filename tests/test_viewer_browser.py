@@ -22,9 +22,9 @@ from tensorf_jt.cli.train import main as train_main
 from tensorf_jt.config import parse_run_config
 from tensorf_jt.dataLoader import BlenderDataset
 from tensorf_jt.evaluation.metrics import mse_to_psnr
-from tensorf_jt.evaluation.views import render_rays
+from tensorf_jt.evaluation.renders import render_rays
 from tensorf_jt.viewer import server
-from tensorf_jt.viewer.camera_path import read_camera_path
+from tensorf_jt.viewer.keyframes import read_camera_path
 from tensorf_jt.viewer.cameras import quaternion_from_matrix
 from tensorf_jt.viewer.server import Viewer
 

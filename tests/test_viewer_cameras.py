@@ -15,7 +15,7 @@ from conftest import REPO_ROOT, free_port
 from fake_datasets import make_llff
 from tensorf_jt.dataLoader import BlenderDataset, LLFFDataset
 from tensorf_jt.errors import ConfigError
-from tensorf_jt.viewer.camera_path import PathCamera, interpolate, read_camera_path, write_camera_path
+from tensorf_jt.viewer.keyframes import PathCamera, interpolate, read_camera_path, write_camera_path
 from tensorf_jt.viewer.cameras import (camera_from_viser, matrix_from_quaternion, quaternion_from_matrix,
                                        scene_cameras)
 from tensorf_jt.viewer.server import check_port_free

@@ -177,7 +177,7 @@ def fused_kernels() -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from model_factory import AABB, rays_towards_box, tiny_model
     from tensorf_jt.rendering.alpha_grid import AlphaGridMask
-    from tensorf_jt.kernels.compositing import composite_weights, segment_sum
+    from tensorf_jt.kernels.packed_compositing import composite_weights, segment_sum
     from tensorf_jt.kernels.cp_field import cp_features
     from tensorf_jt.kernels.encoding import encode_row
     from tensorf_jt.kernels.ray_marching import alpha_lookup, march_rays, rays_hit_alpha
@@ -217,13 +217,11 @@ def _model_step(kernels_name: str) -> None:
     import jittor as jt
     sys.path.insert(0, str(ROOT / "tests"))
     from model_factory import rays_towards_box, tiny_model
-    from tensorf_jt import kernels
     from tensorf_jt.training.optimizer import make_optimizer
 
-    kernels.set_kernels(kernels_name)
     rays = jt.array(rays_towards_box(1024, seed=4))
     for shift in (-10.0, -2.0):  # -10: nothing reaches the shading threshold (lego's first steps)
-        model = tiny_model(grid=(16, 15, 14), density_shift=shift)
+        model = tiny_model(grid=(16, 15, 14), density_shift=shift, kernels=kernels_name)
         optimizer = make_optimizer(model, 0.02, 0.001)
         rgb, depth = model(rays, white_bg=True, is_train=True)
         loss = jt.sqr(rgb - 0.5).mean() + 1e-4 * model.density_L1() + model.TV_loss_density() * 0.1
@@ -247,16 +245,17 @@ def model_fused() -> None:
 def grid_events() -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from model_factory import rays_towards_box, tiny_model
-    from tensorf_jt import kernels
+    import numpy as np
+    from tensorf_jt.dataLoader.ray_batches import ArrayRays
+    from tensorf_jt.kernels import KERNELS
     from tensorf_jt.training.nan_guard import nonfinite_parameters
 
-    rays = rays_towards_box(2048, seed=5)
-    for name in kernels.KERNELS:
-        kernels.set_kernels(name)
-        model = tiny_model(grid=(16, 15, 14), density_shift=-2.0)
+    rays = ArrayRays(rays_towards_box(2048, seed=5), np.zeros((2048, 3), np.float32))
+    for name in KERNELS:
+        model = tiny_model(grid=(16, 15, 14), density_shift=-2.0, kernels=name)
         model.shrink(model.updateAlphaMask((16, 15, 14)))
-        model.filtering_rays(rays, rays[:, :3], bbox_only=True)
-        model.filtering_rays(rays, rays[:, :3], bbox_only=False)
+        model.filtering_ray_ids(rays, bbox_only=True)
+        model.filtering_ray_ids(rays, bbox_only=False)
         model.upsample_volume_grid([20, 19, 18])
         if nonfinite_parameters(model):
             raise SystemExit("parameters turned non-finite")
@@ -304,8 +303,10 @@ def run_probe(name: str, inject_failing_compiler: bool) -> int:
     import faulthandler
 
     sys.path.insert(0, str(ROOT))
-    import tensorf_jt  # noqa: F401  (configures Jittor, then imports it)
+    import tensorf_jt.runtime  # configures Jittor, then imports it
     import jittor as jt
+
+    tensorf_jt.runtime.setup()  # as the CLIs run: CUDA, the kernel build route
 
     # After Jittor's own handlers: on a crash, print every thread's Python stack, then let
     # Jittor's handler report the native side.

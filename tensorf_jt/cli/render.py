@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from tensorf_jt.cli import exit_process, run_cli
 from tensorf_jt.config import RunConfig, parse_run_config
 from tensorf_jt.errors import ConfigError
+from tensorf_jt.runtime import setup
 
 if TYPE_CHECKING:
     from tensorf_jt.models import TensorBase
@@ -49,21 +50,22 @@ def render_checkpoint(config: RunConfig, explicit: set[str] = frozenset(), rende
     and the camera path.
 
     Returns {split or 'path': summary, 'mesh': {'path', 'vertices', 'faces'}} for what was done.
-    Dataset flags not in ``explicit`` (the names the user set) come from the checkpoint's run.
+    Dataset flags not in ``explicit`` (the names the user set) come from the checkpoint's run,
+    and so does the kernel choice (the model's own, ``--kernels`` replaces it).
     ``render`` False exports the mesh only, whatever the render flags say. ``layout`` chooses
     the output folders (``render_folders``): 'checkpoint' (render.py) or 'reference'
     (train.py --render_only 1).
     """
-    from tensorf_jt import kernels
     from tensorf_jt.dataLoader import load_split, prepare_dataset
-    from tensorf_jt.evaluation.views import evaluate, evaluate_path
+    from tensorf_jt.evaluation.renders import evaluate, evaluate_path
     from tensorf_jt.formats.checkpoint import load_checkpoint
 
     ckpt_path = config.model.ckpt
     if not ckpt_path:
         raise ConfigError("--ckpt is required: the checkpoint (.th) to render.")
-    kernels.set_kernels(config.runtime.kernels)
     model, ckpt = load_checkpoint(ckpt_path, config.model.model_name)
+    if "kernels" in explicit:
+        model.kernels = config.runtime.kernels
     results = {}
     if config.render.export_mesh:
         results["mesh"] = export_checkpoint_mesh(model, ckpt_path)
@@ -113,8 +115,8 @@ def render_camera_path(config: RunConfig, model: TensorBase, path_file: str) -> 
     RGB+depth frames (``rgbd/``), and the two videos. The training split gives the scene's ray
     conventions (NDC, direction normalisation) and the depth colour map's range."""
     from tensorf_jt.dataLoader import load_split
-    from tensorf_jt.evaluation.views import render_frames
-    from tensorf_jt.viewer.camera_path import read_camera_path
+    from tensorf_jt.evaluation.renders import render_frames
+    from tensorf_jt.viewer.keyframes import read_camera_path
     from tensorf_jt.viewer.cameras import scene_cameras
 
     camera_path = read_camera_path(path_file)
@@ -180,6 +182,7 @@ def export_checkpoint_mesh(model: TensorBase, ckpt_path: str) -> dict:
 
 def _main(argv: list[str]) -> int:
     config, explicit = parse_run_config(argv)
+    setup()
     if not (config.render.render_train or config.render.render_path or config.render.export_mesh
             or config.render.camera_path):
         config = config.with_flags(render_test=1)

@@ -19,6 +19,7 @@ import sys
 from tensorf_jt.cli import exit_process, run_cli
 from tensorf_jt.config import DEMO_CONFIG, parse_run_config, require_for_rendering
 from tensorf_jt.errors import ConfigError
+from tensorf_jt.runtime import setup
 
 
 def _main(argv: list[str]) -> int:
@@ -28,6 +29,7 @@ def _main(argv: list[str]) -> int:
                               "pass --config FILE.")
         argv = ["--config", str(DEMO_CONFIG)]
     config, explicit = parse_run_config(argv)
+    setup()
     require_for_rendering(config)
     from tensorf_jt.runtime.error_hints import jittor_error_hints
     if config.render.render_only or config.render.export_mesh:

@@ -16,6 +16,7 @@ import warnings
 from tensorf_jt.cli import run_cli
 from tensorf_jt.config import RunConfig, parse_run_config
 from tensorf_jt.errors import ConfigError, DatasetError
+from tensorf_jt.runtime import setup
 
 IDLE_SLEEP_S = 0.01  # between polls while every browser's frame is up to date
 SERVICE_SLICE_S = 0.05  # rendering time between polls for new camera positions
@@ -23,7 +24,6 @@ SERVICE_SLICE_S = 0.05  # rendering time between polls for new camera positions
 
 def open_checkpoint_viewer(config: RunConfig, explicit: set[str] = frozenset()):
     """Load ``config.model.ckpt`` and start its viewer; returns (viewer, model)."""
-    from tensorf_jt import kernels
     from tensorf_jt.cli.render import training_scene
     from tensorf_jt.dataLoader import load_split, prepare_dataset
     from tensorf_jt.formats.checkpoint import load_checkpoint
@@ -35,8 +35,9 @@ def open_checkpoint_viewer(config: RunConfig, explicit: set[str] = frozenset()):
     if not ckpt_path:
         raise ConfigError("--ckpt is required: the checkpoint (.th) to view.")
     check_port_free(config.viewer.viewer_host, config.viewer.viewer_port)
-    kernels.set_kernels(config.runtime.kernels)
     model, ckpt = load_checkpoint(ckpt_path, config.model.model_name)
+    if "kernels" in explicit:
+        model.kernels = config.runtime.kernels
     scene = SceneView(cameras=None, thumbnails=[], near_far=tuple(float(v) for v in model.near_far))
     try:
         config = training_scene(config, ckpt, explicit)
@@ -66,6 +67,7 @@ def serve(viewer, model, stop_after_s: float | None = None) -> None:
 
 def _main(argv: list[str]) -> int:
     config, explicit = parse_run_config(argv)
+    setup()
     from tensorf_jt.runtime.error_hints import jittor_error_hints
     with jittor_error_hints(config, "viewing"):
         viewer, model = open_checkpoint_viewer(config, explicit)

@@ -101,7 +101,7 @@ def config_parser() -> configargparse.ArgumentParser:
     add("--vis_every", type=int, default=10000, help="frequency of visualize the image")
 
     # --- flags the reference lacks -------------------------------------------------
-    add("--kernels", type=str, default="fused", choices=["fused", "reference"],
+    add("--kernels", type=str, default="fused",
         help="fused: custom C++/CUDA kernels on the hot path; reference: the same math in plain Jittor ops")
     add("--seed", type=int, default=20211202, help="seed of Python, numpy and Jittor RNGs")
     add("--gc_every", type=int, default=500,
@@ -120,6 +120,8 @@ def config_parser() -> configargparse.ArgumentParser:
     add("--verbose", action="store_true", help="show Jittor's own log messages")
     add("--tensorboard", type=int, default=1,
         help="write TensorBoard scalars (the reference's tags) into the run's folder; 0: do not")
+    add("--tensorboard_every", type=int, default=10,
+        help="write the per-iteration TensorBoard scalars every N iterations (1: every one, as the reference)")
     add("--viewer", type=int, default=0,
         help="serve the browser viewer while training (view.py serves it for a checkpoint); 0: do not")
     add("--viewer_port", type=int, default=8080, help="the viewer's port")

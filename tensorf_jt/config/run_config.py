@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Tuple
 
 from tensorf_jt.errors import ConfigError
+from tensorf_jt.kernels import check_kernels
 
 # Flags the reference parses and never reads. Rather than accept a value that would silently
 # do nothing, a non-default value is refused with the reason.
@@ -40,7 +41,8 @@ POSE_FORMATS = ("c2w_opengl", "c2w_opencv", "w2c_opengl", "w2c_opencv")
 MAY_CHANGE_ON_RESUME = frozenset({
     "config", "resume", "ckpt", "basedir", "add_timestamp", "datadir", "save_every", "progress_refresh_rate",
     "verbose", "gc_every", "gc_growth", "chunk_size", "kernels", "N_vis", "vis_every", "render_test", "render_train",
-    "render_path", "render_only", "export_mesh", "compute_extra_metrics", "tensorboard", "viewer", "viewer_port",
+    "render_path", "render_only", "export_mesh", "compute_extra_metrics", "tensorboard", "tensorboard_every", "viewer",
+    "viewer_port",
     "viewer_host", "camera_path",
 })
 
@@ -162,6 +164,7 @@ class OutputConfig:
     save_every: int  # training state every N iterations (0: only at the end)
     resume: Optional[str]  # a training state file, or 'auto'
     tensorboard: bool  # TensorBoard event file in the run's folder
+    tensorboard_every: int  # per-iteration scalars every N iterations
 
     def run_folder(self, timestamp: str = "") -> str:
         return os.path.join(self.basedir, f"{self.expname}{timestamp}")
@@ -276,7 +279,7 @@ def _validate(config: RunConfig) -> None:
     positive = {"batch_size": schedule.batch_size, "n_iters": schedule.n_iters,
                 "N_voxel_init": schedule.N_voxel_init, "N_voxel_final": schedule.N_voxel_final,
                 "chunk_size": render.chunk_size, "featureC": model.featureC,
-                "progress_refresh_rate": output.progress_refresh_rate}
+                "progress_refresh_rate": output.progress_refresh_rate, "tensorboard_every": output.tensorboard_every}
     for name, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{name} must be positive, got {value}.")
@@ -288,8 +291,7 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError(f"gc_growth must be 0 (off) or above 1, got {runtime.gc_growth}.")
     if not 0 < config.viewer.viewer_port < 65536:
         raise ConfigError(f"viewer_port must be a port number (1-65535), got {config.viewer.viewer_port}.")
-    if runtime.kernels not in ("fused", "reference"):
-        raise ConfigError(f"kernels must be 'fused' or 'reference', got '{runtime.kernels}'.")
+    check_kernels(runtime.kernels)
     if render.N_vis != 0 and render.vis_every <= 0:
         raise ConfigError(f"vis_every must be positive when N_vis is not 0, got {render.vis_every}.")
     if data.downsample_train <= 0 or (data.downsample_test is not None and data.downsample_test <= 0):

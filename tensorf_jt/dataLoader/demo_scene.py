@@ -45,10 +45,6 @@ class DemoSceneSpec:
 
 
 # ------------------------------------------------------------------ geometry
-def _no_hit(n: int) -> tuple[np.ndarray, np.ndarray]:
-    return np.full(n, np.inf), np.zeros((n, 3))
-
-
 def _sphere(o, d, center, radius):
     oc = o - center
     b = np.einsum("ij,ij->i", oc, d)

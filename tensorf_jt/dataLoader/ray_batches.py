@@ -1,7 +1,7 @@
 """Random batches of training rays, served by a ``jittor.dataset.Dataset``.
 
-Jittor's Dataset fetches items one by one and collates them, which costs ~26 ms for a
-4096-ray batch of rows. Here one *item* is one whole batch: ``__getitem__(k)`` takes the k-th
+Jittor's Dataset fetches items one by one and collates them, which costs far more than the
+step itself needs for a 4096-ray batch of rows. Here one *item* is one whole batch: ``__getitem__(k)`` takes the k-th
 window of the epoch's permutation and asks the ray source for exactly those rays and colours
 (a dataset makes them from its pixels and poses, ``ViewDataset.rays_at``), so no array of
 every training ray is ever built or gathered from. Sampling matches the reference's

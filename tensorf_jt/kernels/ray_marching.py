@@ -42,42 +42,36 @@ def _alpha_inputs(alpha_mask) -> tuple[jt.Var, dict]:
     return alpha_mask.alpha_volume, data
 
 
-_ALPHA_FROM_INPUT = """
+# The alpha grid from the input ``alpha_volume`` and its box from ``data`` (``_alpha_inputs``).
+_ALPHA = """
+    using namespace tensorf_kernels;
     AlphaVolume alpha;
-    alpha.data = data["has_alpha"] > 0 ? {volume}_p : nullptr;
-    alpha.depth = {volume}_shape0; alpha.height = {volume}_shape1; alpha.width = {volume}_shape2;
-    for (int a = 0; a < 3; ++a) {{
+    alpha.data = data["has_alpha"] > 0 ? alpha_volume_p : nullptr;
+    alpha.depth = alpha_volume_shape0; alpha.height = alpha_volume_shape1; alpha.width = alpha_volume_shape2;
+    for (int a = 0; a < 3; ++a) {
         alpha.aabb_min[a] = alpha.data ? (float)data["alpha_min" + std::to_string(a)] : 0.0f;
         alpha.inv_half[a] = alpha.data ? (float)data["alpha_inv" + std::to_string(a)] : 0.0f;
-    }}
+    }
 """
-
-_MARCH_PARAMS = """
-    using namespace tensorf_kernels;
-    MarchParams m;
-    m.rays_o = in0_p; m.rays_d = in1_p; m.t_start = in2_p; m.jitter = in3_p; m.aabb = in4_p;
-""" + _ALPHA_FROM_INPUT.format(volume="in5") + """
-    m.alpha = alpha;
-    m.step_size = (float)data["step_size"];
-    m.n_samples = (int)data["n_samples"];
+# The rays' fixed-step samples (``jitter_p`` only where there is an input ``jitter``).
+_RAY_STEPS = _ALPHA + """
+    RaySteps steps;
+    steps.origins = rays_o_p; steps.directions = rays_d_p; steps.starts = t_start_p; steps.jitters = $jitter;
+    steps.step_size = (float)data["step_size"];
+    steps.n_samples = (int)data["n_samples"];
 """
-
-_MARCH_GLUE = _MARCH_PARAMS + """
-    long kept = march_rays_{device}(m, in0_shape0, out0_p, out1_p, out2_p, out3_p, out4_p);
-    out0->set_shape({kept, 3});
-    out1->set_shape({kept});
-    out2->set_shape({kept});
-    out3->set_shape({kept});
+_MARCH_GLUE = _RAY_STEPS + """
+    long kept = march_rays_$device(steps, aabb_p, alpha, rays_o_shape0, xyz_p, z_p, dist_p, ray_index_p, ray_offsets_p);
+    xyz->set_shape({kept, 3});
+    z->set_shape({kept});
+    dist->set_shape({kept});
+    ray_index->set_shape({kept});
 """
-
-_HIT_GLUE = _MARCH_PARAMS + """
-    rays_hit_alpha_{device}(m, in0_shape0, out0_p);
+_HIT_GLUE = _RAY_STEPS + """
+    rays_hit_alpha_$device(steps, alpha, rays_o_shape0, hit_p);
 """
-
-_LOOKUP_GLUE = """
-    using namespace tensorf_kernels;
-""" + _ALPHA_FROM_INPUT.format(volume="in1") + """
-    alpha_lookup_{device}(alpha, in0_p, in0_shape0, out0_p);
+_LOOKUP_GLUE = _ALPHA + """
+    alpha_lookup_$device(alpha, xyz_p, xyz_shape0, alpha_values_p);
 """
 
 
@@ -97,9 +91,10 @@ def march_rays(rays_o: jt.Var, rays_d: jt.Var, t_start: jt.Var, jitter: jt.Var, 
         return PackedSamples(jt.zeros((0, 3), dtype="float32"), empty, empty, jt.zeros((0,), dtype="int32"),
                              jt.zeros((n_rays + 1,), dtype="int32"))
     outputs = device_code(
-        [(-capacity, 3), (-capacity,), (-capacity,), (-capacity,), (n_rays + 1,)],
-        ["float32", "float32", "float32", "int32", "int32"],
-        [rays_o, rays_d, t_start, jitter, aabb, volume], "ray_marching", _MARCH_GLUE, data)
+        [("xyz", (-capacity, 3), "float32"), ("z", (-capacity,), "float32"), ("dist", (-capacity,), "float32"),
+         ("ray_index", (-capacity,), "int32"), ("ray_offsets", (n_rays + 1,), "int32")],
+        {"rays_o": rays_o, "rays_d": rays_d, "t_start": t_start, "jitter": jitter, "aabb": aabb,
+         "alpha_volume": volume}, "ray_marching", _MARCH_GLUE, data, jitter="jitter_p")
     for var in outputs:
         var.stop_grad()
     return PackedSamples(*outputs)
@@ -110,10 +105,10 @@ def rays_hit_alpha(rays_o: jt.Var, rays_d: jt.Var, t_start: jt.Var, alpha_mask, 
     """bool [R]: whether any of a ray's ``n_samples`` evenly spaced samples meets the alpha grid."""
     volume, data = _alpha_inputs(alpha_mask)
     data.update(step_size=float(step_size), n_samples=float(n_samples))
-    zeros = jt.zeros((rays_o.shape[0],), dtype="float32")
-    aabb = jt.zeros((2, 3), dtype="float32")
-    return device_code((rays_o.shape[0],), "bool", [rays_o, rays_d, t_start, zeros, aabb, volume],
-                       "ray_marching", _HIT_GLUE, data)
+    hit, = device_code([("hit", (rays_o.shape[0],), "bool")],
+                       {"rays_o": rays_o, "rays_d": rays_d, "t_start": t_start, "alpha_volume": volume},
+                       "ray_marching", _HIT_GLUE, data, jitter="nullptr")
+    return hit
 
 
 def alpha_lookup(alpha_mask, xyz: jt.Var) -> jt.Var:
@@ -121,4 +116,6 @@ def alpha_lookup(alpha_mask, xyz: jt.Var) -> jt.Var:
     volume, data = _alpha_inputs(alpha_mask)
     if xyz.shape[0] == 0:
         return jt.zeros((0,), dtype="float32")
-    return device_code((xyz.shape[0],), "float32", [xyz, volume], "ray_marching", _LOOKUP_GLUE, data)
+    values, = device_code([("alpha_values", (xyz.shape[0],), "float32")], {"xyz": xyz, "alpha_volume": volume},
+                         "ray_marching", _LOOKUP_GLUE, data)
+    return values

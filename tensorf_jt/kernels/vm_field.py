@@ -11,47 +11,44 @@ import jittor as jt
 
 from tensorf_jt.kernels.source import device_code
 
-_GRIDS_FROM_INPUTS = """
+_GRIDS = """
     using namespace tensorf_kernels;
     VMGrids grids;
-    grids.plane[0] = in1_p; grids.height[0] = in1_shape0; grids.width[0] = in1_shape1; grids.channels[0] = in1_shape2;
-    grids.plane[1] = in2_p; grids.height[1] = in2_shape0; grids.width[1] = in2_shape1; grids.channels[1] = in2_shape2;
-    grids.plane[2] = in3_p; grids.height[2] = in3_shape0; grids.width[2] = in3_shape1; grids.channels[2] = in3_shape2;
-    grids.line[0] = in4_p; grids.length[0] = in4_shape0;
-    grids.line[1] = in5_p; grids.length[1] = in5_shape0;
-    grids.line[2] = in6_p; grids.length[2] = in6_shape0;
+    grids.plane[0] = plane0_p; grids.height[0] = plane0_shape0; grids.width[0] = plane0_shape1;
+    grids.plane[1] = plane1_p; grids.height[1] = plane1_shape0; grids.width[1] = plane1_shape1;
+    grids.plane[2] = plane2_p; grids.height[2] = plane2_shape0; grids.width[2] = plane2_shape1;
+    grids.channels[0] = plane0_shape2; grids.channels[1] = plane1_shape2; grids.channels[2] = plane2_shape2;
+    grids.line[0] = line0_p; grids.length[0] = line0_shape0;
+    grids.line[1] = line1_p; grids.length[1] = line1_shape0;
+    grids.line[2] = line2_p; grids.length[2] = line2_shape0;
 """
-
-
-def _forward_glue(density_mode: bool) -> str:
-    flag = "true" if density_mode else "false"
-    return _GRIDS_FROM_INPUTS + f"vm_forward_{{device}}(in0_p, in0_shape0, grids, {flag}, out0_p);"
-
-
-def _backward_glue(density_mode: bool) -> str:
-    flag = "true" if density_mode else "false"
-    return _GRIDS_FROM_INPUTS + f"""
-    float* const grad_planes[3] = {{out0_p, out1_p, out2_p}};
-    float* const grad_lines[3] = {{out3_p, out4_p, out5_p}};
-    vm_backward_{{device}}(in0_p, in0_shape0, grids, {flag}, in7_p, grad_planes, grad_lines);
-    """
+_FORWARD_GLUE = _GRIDS + """
+    vm_forward_$device(xyz_p, xyz_shape0, grids, $density_mode, features_p);
+"""
+_BACKWARD_GLUE = _GRIDS + """
+    float* const grad_planes[3] = {grad_plane0_p, grad_plane1_p, grad_plane2_p};
+    float* const grad_lines[3] = {grad_line0_p, grad_line1_p, grad_line2_p};
+    vm_backward_$device(xyz_p, xyz_shape0, grids, $density_mode, grad_features_p, grad_planes, grad_lines);
+"""
+_GRID_NAMES = ("plane0", "plane1", "plane2", "line0", "line1", "line2")
 
 
 class _VMFeatures(jt.Function):
     def __init__(self, density_mode: bool) -> None:
-        self.density_mode = density_mode
+        self.density_mode = "true" if density_mode else "false"
 
-    def execute(self, xyz, plane0, plane1, plane2, line0, line1, line2):
-        self.saved = (xyz, plane0, plane1, plane2, line0, line1, line2)
+    def execute(self, xyz, *grids):
+        self.inputs = {"xyz": xyz, **dict(zip(_GRID_NAMES, grids))}
         n = xyz.shape[0]
-        total = plane0.shape[2] + plane1.shape[2] + plane2.shape[2]
-        shape = (n,) if self.density_mode else (n, total)
-        return device_code(shape, "float32", list(self.saved), "vm_field", _forward_glue(self.density_mode))
+        shape = (n,) if self.density_mode == "true" else (n, sum(plane.shape[2] for plane in grids[:3]))
+        features, = device_code([("features", shape, "float32")], self.inputs, "vm_field", _FORWARD_GLUE,
+                                density_mode=self.density_mode)
+        return features
 
-    def grad(self, grad_out):
-        inputs = list(self.saved)
-        grads = device_code([v.shape for v in inputs[1:]], ["float32"] * 6, inputs + [grad_out], "vm_field",
-                            _backward_glue(self.density_mode))
+    def grad(self, grad_features):
+        outputs = [(f"grad_{name}", self.inputs[name].shape, "float32") for name in _GRID_NAMES]
+        grads = device_code(outputs, dict(self.inputs, grad_features=grad_features), "vm_field", _BACKWARD_GLUE,
+                            density_mode=self.density_mode)
         return (None, *grads)
 
 

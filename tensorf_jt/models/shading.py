@@ -8,7 +8,6 @@ from __future__ import annotations
 import jittor as jt
 from jittor import nn
 
-from tensorf_jt import kernels
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.kernels.encoding import encode_row
 
@@ -30,6 +29,7 @@ class _MLPShader(nn.Module):
 
     def __init__(self, in_channels: int, featureC: int) -> None:
         super().__init__()
+        self.fused = True  # the input row through the fused kernel; the model sets it (TensorBase.kernels)
         self.in_mlpC = in_channels
         self.mlp = nn.Sequential(
             nn.Linear(in_channels, featureC),
@@ -48,7 +48,7 @@ class _MLPShader(nn.Module):
     def mlp_input(self, pts: jt.Var, viewdirs: jt.Var, features: jt.Var) -> jt.Var:
         """The MLP's input row [N, in_mlpC]."""
         inputs = [features, viewdirs, pts]
-        if kernels.fused_enabled():
+        if self.fused:
             return encode_row(inputs, self.input_layout())
         parts = [inputs[slot] if freqs == 0 else positional_encoding(inputs[slot], freqs)
                  for slot, freqs in self.input_layout()]

@@ -14,13 +14,11 @@ import numpy as np
 import jittor as jt
 from jittor import nn
 
-from tensorf_jt import kernels
-
+from tensorf_jt.kernels import check_kernels
 from tensorf_jt.rendering import compositing
 from tensorf_jt.rendering.alpha_grid import AlphaGridMask, binarize_alpha, occupied_bounds
-from tensorf_jt.dataLoader.ray_batches import ArrayRays
 from tensorf_jt.errors import ConfigError
-from tensorf_jt.kernels.compositing import composite_weights, segment_sum
+from tensorf_jt.kernels.packed_compositing import composite_weights, segment_sum
 from tensorf_jt.kernels.ray_marching import march_rays, rays_hit_alpha
 from tensorf_jt.models.shading import build_shader
 from tensorf_jt.runtime.profiling import stage
@@ -109,6 +107,7 @@ class TensorBase(nn.Module):
         featureC: int = 128,
         step_ratio: float = 2.0,
         fea2denseAct: str = "softplus",
+        kernels: str = "fused",
     ) -> None:
         super().__init__()
         if fea2denseAct not in DENSITY_ACTIVATIONS:
@@ -134,6 +133,22 @@ class TensorBase(nn.Module):
         self.shadingMode, self.pos_pe, self.view_pe, self.fea_pe, self.featureC = (
             shadingMode, int(pos_pe), int(view_pe), int(fea_pe), int(featureC))
         self.renderModule = build_shader(shadingMode, self.app_dim, self.pos_pe, self.view_pe, self.fea_pe, self.featureC)
+        self.kernels = kernels
+
+    @property
+    def kernels(self) -> str:
+        """The implementation this model renders with: 'fused' kernels or the 'reference' path
+        (``tensorf_jt.kernels``); a setting of the model, saved in its checkpoint."""
+        return self._kernels
+
+    @kernels.setter
+    def kernels(self, name: str) -> None:
+        self._kernels = check_kernels(name)
+        self.renderModule.fused = self.fused
+
+    @property
+    def fused(self) -> bool:
+        return self._kernels == "fused"
 
     @staticmethod
     def _per_axis(n_comp, flag: str) -> list[int]:
@@ -258,7 +273,7 @@ class TensorBase(nn.Module):
     def compute_alpha(self, xyz: jt.Var, length: float = 1.0) -> jt.Var:
         """Opacity of a segment of ``length`` at world points [N, 3] -> [N]; zero outside the mask."""
         if self.alphaMask is not None:
-            index = _flat_indices(self.alphaMask.sample_alpha(xyz) > 0)
+            index = _flat_indices(self.alphaMask.sample_alpha(xyz, self.fused) > 0)
         else:
             index = jt.arange(xyz.shape[0]).int32()
         sigma = jt.zeros(xyz.shape[0], dtype="float32")
@@ -319,14 +334,14 @@ class TensorBase(nn.Module):
             if bbox_only or self.alphaMask is None:
                 t_enter, t_exit = ray_box_intersection(rays_o, rays_d, self._aabb_var)
                 hit = t_exit > t_enter
-            elif kernels.fused_enabled():
+            elif self.fused:
                 t_enter, _ = ray_box_intersection(rays_o, rays_d, self._aabb_var)
                 t_start = t_enter.clamp(min_v=self.near_far[0], max_v=self.near_far[1])
                 hit = rays_hit_alpha(rays_o, rays_d, t_start, self.alphaMask, self.stepSize, N_samples)
             else:
                 xyz, _, _ = sample_along_rays(rays_o, rays_d, self._aabb_var, self.near_far,
                                               self.stepSize, N_samples, jitter=None)
-                alpha = self.alphaMask.sample_alpha(xyz.reshape(-1, 3)).reshape(xyz.shape[:2])
+                alpha = self.alphaMask.sample_alpha(xyz.reshape(-1, 3), self.fused).reshape(xyz.shape[:2])
                 hit = (alpha > 0).any(-1)
             return hit.numpy()
 
@@ -355,19 +370,6 @@ class TensorBase(nn.Module):
         hit = self.ray_hit_mask(source, slice(None) if ray_ids is None else ray_ids, N_samples, chunk, bbox_only)
         return kept_ray_ids(hit, ray_ids)
 
-    def filtering_rays(
-        self, all_rays: np.ndarray, all_rgbs: np.ndarray, N_samples: int = 256,
-        chunk: int = 10240 * 5, bbox_only: bool = False,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Drop training rays that cannot see anything (reference ``filtering_rays``), for rays
-        and colours in memory: returns the kept rays and colours (numpy). If no ray would
-        remain, all are kept and a warning says so. The trainer filters by number instead
-        (``filtering_ray_ids``)."""
-        kept = self.filtering_ray_ids(ArrayRays(all_rays, all_rgbs), None, N_samples, chunk, bbox_only)
-        if len(kept) == all_rays.shape[0]:
-            return all_rays, all_rgbs
-        return all_rays[kept], all_rgbs[kept]
-
     # ------------------------------------------------------------------ forward
     def execute(
         self, rays_chunk: jt.Var, white_bg: bool = True, is_train: bool = False, ndc_ray: bool = False,
@@ -391,7 +393,7 @@ class TensorBase(nn.Module):
             jitter = jt.rand(rays_chunk.shape[0]) if jitter is None else jitter
         else:
             jitter = None
-        if kernels.fused_enabled() and not ndc_ray:
+        if self.fused and not ndc_ray:
             maps = self._render_packed(rays_chunk, white, n_samples, jitter)
         else:
             maps = self._render_dense(rays_chunk, white, is_train, n_samples, ndc_ray, jitter)
@@ -424,7 +426,7 @@ class TensorBase(nn.Module):
             xyz = xyz.reshape(-1, 3)
             valid = _flat_indices(inside)
             if self.alphaMask is not None and valid.shape[0] > 0:
-                valid = valid[_flat_indices(self.alphaMask.sample_alpha(xyz[valid]) > 0)]
+                valid = valid[_flat_indices(self.alphaMask.sample_alpha(xyz[valid], self.fused) > 0)]
 
         sigma = jt.zeros(n_rays * n_samples, dtype="float32")
         if valid.shape[0] > 0:

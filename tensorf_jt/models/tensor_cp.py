@@ -13,7 +13,6 @@ import numpy as np
 import jittor as jt
 from jittor import nn
 
-from tensorf_jt import kernels
 from tensorf_jt.rendering.interpolation import linear_sample
 from tensorf_jt.kernels.cp_field import cp_features
 from tensorf_jt.models.regularizers import line_orthogonality, total_variation
@@ -56,12 +55,12 @@ class TensorCP(TensorBase):
         return product
 
     def compute_densityfeature(self, xyz_normed: jt.Var) -> jt.Var:
-        if kernels.fused_enabled():
+        if self.fused:
             return cp_features(xyz_normed, self._channel_last(self.density_line), density_mode=True)
         return self._line_products(self.density_line, xyz_normed).sum(-1)
 
     def compute_appfeature(self, xyz_normed: jt.Var) -> jt.Var:
-        if kernels.fused_enabled():
+        if self.fused:
             products = cp_features(xyz_normed, self._channel_last(self.app_line), density_mode=False)
         else:
             products = self._line_products(self.app_line, xyz_normed)

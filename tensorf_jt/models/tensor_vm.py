@@ -12,7 +12,6 @@ import numpy as np
 import jittor as jt
 from jittor import nn
 
-from tensorf_jt import kernels
 from tensorf_jt.rendering.interpolation import bilinear_sample, linear_sample
 from tensorf_jt.kernels.vm_field import vm_features
 from tensorf_jt.models.regularizers import line_orthogonality, total_variation
@@ -76,35 +75,36 @@ class TensorVMSplit(TensorBase):
 
     def compute_densityfeature(self, xyz_normed: jt.Var) -> jt.Var:
         planes, lines = self.density_grids()
-        if kernels.fused_enabled():
+        if self.fused:
             return vm_features(xyz_normed, *self._channel_last(planes, lines), density_mode=True)
         return sum(p.sum(-1) for p in self._plane_line_products(planes, lines, xyz_normed))
 
     def compute_appfeature(self, xyz_normed: jt.Var) -> jt.Var:
         planes, lines = self.app_grids()
-        if kernels.fused_enabled():
+        if self.fused:
             products = vm_features(xyz_normed, *self._channel_last(planes, lines), density_mode=False)
         else:
             products = jt.concat(self._plane_line_products(planes, lines, xyz_normed), dim=-1)
         return self.basis_mat(products)
 
     # ------------------------------------------------------------- regularisers
+    # Written over ``density_grids`` / ``app_grids``, so TensorVM's stacked storage shares them.
     def vector_comp_diffs(self) -> jt.Var:
         """Orthogonality penalty over the components of every density and appearance line."""
-        return line_orthogonality(list(self.density_line) + list(self.app_line))
+        return line_orthogonality(self.density_grids()[1] + self.app_grids()[1])
 
     def density_L1(self) -> jt.Var:
         """Mean absolute value of every density plane and line (sparsity prior)."""
         total = 0.0
-        for plane, line in zip(self.density_plane, self.density_line):
+        for plane, line in zip(*self.density_grids()):
             total = total + plane.abs().mean() + line.abs().mean()
         return total
 
     def TV_loss_density(self) -> jt.Var:
-        return sum(total_variation(plane) * 1e-2 for plane in self.density_plane)
+        return sum(total_variation(plane) * 1e-2 for plane in self.density_grids()[0])
 
     def TV_loss_app(self) -> jt.Var:
-        return sum(total_variation(plane) * 1e-2 for plane in self.app_plane)
+        return sum(total_variation(plane) * 1e-2 for plane in self.app_grids()[0])
 
     # --------------------------------------------------------- grid operations
     def upsample_volume_grid(self, res_target) -> None:

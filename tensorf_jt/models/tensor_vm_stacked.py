@@ -19,7 +19,6 @@ import jittor as jt
 from jittor import nn
 
 from tensorf_jt.errors import ConfigError
-from tensorf_jt.models.regularizers import line_orthogonality, total_variation
 from tensorf_jt.models.tensor_base import as_trainable
 from tensorf_jt.models.tensor_vm import TensorVMSplit
 
@@ -59,20 +58,6 @@ class TensorVM(TensorVMSplit):
             {"params": self.basis_mat.parameters(), "lr": lr_init_network},
             {"params": self.renderModule.parameters(), "lr": lr_init_network},
         ]
-
-    # ------------------------------------------------------------- regularisers
-    def vector_comp_diffs(self) -> jt.Var:
-        return line_orthogonality(self.density_grids()[1] + self.app_grids()[1])
-
-    def density_L1(self) -> jt.Var:
-        planes, lines = self.density_grids()
-        return sum(plane.abs().mean() + line.abs().mean() for plane, line in zip(planes, lines))
-
-    def TV_loss_density(self) -> jt.Var:
-        return sum(total_variation(plane) * 1e-2 for plane in self.density_grids()[0])
-
-    def TV_loss_app(self) -> jt.Var:
-        return sum(total_variation(plane) * 1e-2 for plane in self.app_grids()[0])
 
     # --------------------------------------------------------- grid operations
     def upsample_volume_grid(self, res_target) -> None:

@@ -13,7 +13,6 @@ import numpy as np
 import jittor as jt
 from jittor import nn
 
-from tensorf_jt import kernels
 from tensorf_jt.rendering.interpolation import trilinear_sample
 from tensorf_jt.kernels.ray_marching import alpha_lookup
 
@@ -33,9 +32,10 @@ class AlphaGridMask:
         depth, height, width = self.alpha_volume.shape
         return [width, height, depth]
 
-    def sample_alpha(self, xyz: jt.Var) -> jt.Var:
-        """Interpolated occupancy at world points xyz [N, 3] -> [N]; > 0 means keep the sample."""
-        if kernels.fused_enabled():
+    def sample_alpha(self, xyz: jt.Var, fused: bool = True) -> jt.Var:
+        """Interpolated occupancy at world points xyz [N, 3] -> [N]; > 0 means keep the sample.
+        ``fused``: through the fused kernel, else the reference path's trilinear lookup."""
+        if fused:
             return alpha_lookup(self, xyz)
         normalised = (xyz - self.aabb[0]) * self.inv_half_size - 1.0
         return trilinear_sample(self.alpha_volume, normalised)

@@ -5,12 +5,12 @@ On Linux Jittor builds every new CPU kernel through its assembly tuner
 a Python process that compiles the kernel to assembly with ``-g``, rewrites the instructions that
 ``//@begin replace`` markers in the kernel source ask for, and assembles the result. Most kernels
 carry no marker, and for them the detour only costs time: a Python start and debug information
-that makes the assembly ~40x larger than the code. ``enable`` points ``python_path`` (which Jittor
+that makes the assembly many times larger than the code. ``enable`` points ``python_path`` (which Jittor
 uses for nothing but launching its build helpers) at a small shell script that compiles such a
 kernel source straight to its shared object with the same flags, and hands every other command to
 the real interpreter unchanged. The compiled code is the same (a test compares the disassembly).
-Where binutils' gold linker is installed the launcher links with it (~0.1 s less per kernel than
-the default linker, which a kernel whose gold link fails still gets); only the layout of the
+Where binutils' gold linker is installed the launcher links with it (faster than the default
+linker, which a kernel whose gold link fails still gets); only the layout of the
 shared object differs, and the pinned training results stay bit for bit.
 
 The script lives in Jittor's cache, named by a digest of its text. ``TENSORF_JT_DIRECT_COMPILE=0``

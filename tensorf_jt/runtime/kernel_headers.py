@@ -1,10 +1,10 @@
-"""A precompiled header for Jittor's CPU kernels, so that each new kernel compiles ~2.5x faster.
+"""A precompiled header for Jittor's CPU kernels, so that each new kernel compiles faster.
 
 Jittor compiles every new operator kernel with g++ when it first runs. Each kernel source is a
 few dozen lines of generated code after ~75,000 lines of Jittor's own headers (``var.h``,
-``op.h``, the operator headers), and parsing those headers is about three quarters of a
-kernel's compile time. g++ can load the parsed headers from a precompiled header (``.gch``)
-instead: Jittor's compiler flags gain ``-include <header>``, whose ``.gch`` holds the headers
+``op.h``, the operator headers), and parsing those headers is most of a kernel's compile time
+(docs/BENCHMARKS.md has the figures). g++ can load the parsed headers from a precompiled
+header (``.gch``) instead: Jittor's compiler flags gain ``-include <header>``, whose ``.gch`` holds the headers
 that generated kernels include. The headers are guarded, so a kernel's own ``#include`` lines
 then cost nothing; the machine code is the same (a test compares the disassembly).
 

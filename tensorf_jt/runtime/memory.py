@@ -4,12 +4,11 @@ Jittor's allocator (``sfrl``) keeps every freed block for reuse, hands a block o
 request no larger than it, and gives nothing back until an allocation fails. While the
 samples a step keeps grow from step to step (as densities first appear, and after each
 upsampling), every step needs blocks a little larger than the cached ones: new ones are
-allocated and the old ones stay. On lego's config on the CPU (4096 rays, ~440 samples each,
-a 64-pixel scene) that holds 11.7 GB by iteration 44 and 20 GB by iteration 80, where one
-step needs about 4 GB, so a 24 GB machine runs out. On the CPU no allocation fails
-before the system runs out; on a GPU the cache fills the device. Handing the cache back after
-every step bounds it too, but then every step pays for fresh pages (1.4x the loop time there),
-so ``CacheTrim`` hands it back only once it has grown by a quarter.
+allocated and the old ones stay, until the cache holds several times what one step needs
+(lego's config runs a 24 GB machine out of memory; docs/BENCHMARKS.md#memory-at-legos-scale).
+On the CPU no allocation fails before the system runs out; on a GPU the cache fills the
+device. Handing the cache back after every step bounds it too, but then every step pays for
+fresh pages, so ``CacheTrim`` hands it back only once it has grown by a quarter.
 """
 from __future__ import annotations
 

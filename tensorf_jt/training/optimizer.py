@@ -57,14 +57,14 @@ class TorchAdam(jt.optim.Adam):
     Gradients come from Jittor's ``Optimizer.backward`` (MPI averaging included);
     ``n_step`` still counts the optimizer's steps.
 
-    How a step stays as cheap as Jittor's Adam (measured on the CPU, Jittor 1.3.11):
+    How a step stays as cheap as Jittor's Adam:
 
     - The scalar work (which parameters have a gradient, the bias corrections) is done on a
       group's vector of counts, in a few small kernels: Jittor does not fuse elementwise ops
       on single-element Vars, so scalars per parameter cost ~10 kernel launches per parameter.
       Each parameter's update reads its entries through a ``reindex``.
     - A parameter without gradient is not held back by a select in the update kernel
-      (``jt.ternary`` there made the fused kernel 2x slower than Jittor's Adam): its
+      (``jt.ternary`` there made the fused kernel slower than Jittor's Adam): its
       coefficients are chosen per group instead (1 - b1 and 1 - b2 become 0, b2 becomes 1,
       the step size 0), which leaves p, m and v exactly as they were (only a zero can change:
       -0.0 + 0.0 is 0.0).

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import glob
 import os
-import pickle
 
 import numpy as np
 import jittor as jt
 
 from tensorf_jt.errors import CheckpointError, ConfigError
-from tensorf_jt.formats.checkpoint import checkpoint_dict
+from tensorf_jt.formats.checkpoint import checkpoint_dict, read_pickled
+from tensorf_jt.formats.checkpoint_checks import is_tensor
 from tensorf_jt.models import TensorBase
 from tensorf_jt.training.optimizer import TorchAdam
 from tensorf_jt.training.schedules import ScheduleState
@@ -71,23 +71,70 @@ def state_contents(taken: dict, train_args: dict, n_rays: int, log: dict) -> dic
 
 
 def read_state(path: str) -> dict:
-    """The state dict at ``path``, with a clear error for anything that is not one."""
+    """The state dict at ``path``, with a clear error for anything that is not one.
+
+    Read through the same allow-list as checkpoints (``formats.safe_pickle``), then checked
+    part by part (``check_state``); the model inside is checked when it is rebuilt.
+    """
     if not os.path.isfile(path):
         raise CheckpointError(f"Training state '{path}' does not exist; pass the EXPNAME_state.th file next "
                               "to an earlier run's checkpoint, or --resume auto.")
-    try:
-        state = jt.load(path)
-    except (pickle.UnpicklingError, EOFError, ValueError, RuntimeError, AttributeError, ImportError, IndexError,
-            KeyError, TypeError) as err:
-        raise CheckpointError(f"Training state '{path}' is corrupted or incomplete ({err}). Resume from an "
-                              "intact copy, or start the run again.") from None
+    state = read_pickled(path, f"Training state '{path}'", damaged="is corrupted or incomplete; resume from an intact "
+                         "copy, or start the run again")
     if isinstance(state, dict) and state.get("format") == STATE_FORMAT:
+        check_state(state, f"Training state '{path}'")
         return state
     if isinstance(state, dict) and "kwargs" in state and "state_dict" in state:
         raise CheckpointError(f"'{path}' is a model checkpoint, not a training state: --resume needs the "
                               "*_state.th file written next to it. To start a new run from these weights, "
                               "use --ckpt instead.")
     raise CheckpointError(f"'{path}' is not a tensorf_jt training state.")
+
+
+_NUMBER = (int, float, np.integer, np.floating)
+# What each part of a state file holds: {part: {key: accepted types}} (the model part is a
+# checkpoint, checked when it is rebuilt).
+_STATE_LAYOUT = {
+    "": {"iteration": (int, np.integer), "model": dict, "optimizer": dict, "schedule": dict, "rays": dict,
+         "sampler": dict, "log": dict, "train_args": dict},
+    "optimizer": {"n_step": (int, np.integer), "groups": list},
+    "schedule": {"reso_cur": list, "reso_mask": list, "nSamples": (int, np.integer), "L1_reg_weight": _NUMBER,
+                 "TV_weight_density": _NUMBER, "TV_weight_app": _NUMBER, "lr_scale": _NUMBER},
+    "rays": {"n_rays": (int, np.integer), "kept": (type(None), np.ndarray)},
+    "sampler": {"n_rays": (int, np.integer), "rays_per_batch": (int, np.integer), "epoch_rng_state": (type(None), dict),
+                "position": (int, np.integer)},
+    "log": {"rows": list, "elapsed_s": _NUMBER, "events": list, "logged_events": (int, np.integer),
+            "recent_psnrs": list, "test_psnr": _NUMBER, "last_psnr": _NUMBER},
+}
+_GROUP_LAYOUT = {"lr": _NUMBER, "m": list, "values": list}
+
+
+def _check_part(part: dict, layout: dict, where: str) -> None:
+    for key, types in layout.items():
+        if key not in part:
+            raise CheckpointError(f"{where} lacks '{key}': the file is damaged or was not written by tensorf_jt.")
+        if not isinstance(part[key], types) or isinstance(part[key], bool) and types is not bool:
+            raise CheckpointError(f"{where}: '{key}' has the wrong type ({type(part[key]).__name__}); the file "
+                                  "is damaged.")
+
+
+def check_state(state: dict, source: str) -> None:
+    """Refuse a state dict whose parts lack a key or hold the wrong type, naming it."""
+    for part, layout in _STATE_LAYOUT.items():
+        _check_part(state[part] if part else state, layout, f"{source}{f' ({part})' if part else ''}")
+    for index, group in enumerate(state["optimizer"]["groups"]):
+        if not isinstance(group, dict):
+            raise CheckpointError(f"{source}: optimizer group {index} is not a dict; the file is damaged.")
+        _check_part(group, _GROUP_LAYOUT, f"{source} (optimizer group {index})")
+        if not all(is_tensor(value) for key in ("m", "values") for value in group[key]):
+            raise CheckpointError(f"{source}: optimizer group {index} holds moments that are not tensors; the file "
+                                  "is damaged.")
+    kept, n_rays = state["rays"]["kept"], state["rays"]["n_rays"]
+    if kept is not None and (kept.dtype != np.uint8 or kept.ndim != 1 or kept.size < (n_rays + 7) // 8):
+        raise CheckpointError(f"{source}: the training-ray mask holds {kept.size} bytes of {kept.dtype} for "
+                              f"{n_rays} rays; the file is damaged.")
+    if state["iteration"] < 0:
+        raise CheckpointError(f"{source}: iteration {state['iteration']} is negative; the file is damaged.")
 
 
 def optimizer_state(optimizer: TorchAdam) -> dict:

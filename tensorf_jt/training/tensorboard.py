@@ -2,7 +2,8 @@
 
 Event files go into the run's folder (``tensorboard --logdir log`` shows every run), written
 by ``tensorboardX`` (protobuf only: no torch, no TensorFlow). Tags, as the reference's
-``train.py`` writes them at every iteration: ``train/PSNR`` and ``train/mse`` (the batch's
+``train.py`` writes them at every iteration (here every ``--tensorboard_every`` iterations,
+10 by default: 1 writes every one): ``train/PSNR`` and ``train/mse`` (the batch's
 photometric loss), ``train/reg`` (orthogonality, unweighted), ``train/reg_l1`` (density L1,
 unweighted), ``train/reg_tv_density`` and ``train/reg_tv_app`` (TV, weighted), each only while
 its weight is positive; ``test/psnr`` at the periodic test renders and ``test/psnr_all`` for

@@ -30,13 +30,12 @@ import numpy as np
 import jittor as jt
 from tqdm.auto import tqdm
 
-from tensorf_jt import kernels
 from tensorf_jt.config import RunConfig, require_for_training, resumed
 from tensorf_jt.dataLoader import RayBatchDataset, load_split, prepare_dataset
 from tensorf_jt.dataLoader.scene_fit import scene_summary
 from tensorf_jt.errors import CheckpointError, ConfigError
 from tensorf_jt.evaluation.metrics import mse_to_psnr
-from tensorf_jt.evaluation.views import evaluate, evaluate_path
+from tensorf_jt.evaluation.renders import evaluate, evaluate_path
 from tensorf_jt.formats.checkpoint import load_checkpoint, model_from_checkpoint, save_atomically, save_checkpoint
 from tensorf_jt.models import MODELS, TensorBase
 from tensorf_jt.runtime import distributed
@@ -88,7 +87,6 @@ class Trainer:
         self.main_rank = distributed.is_main()  # the rank that writes files and shows progress
         if not self.main_rank:
             warnings.simplefilter("ignore")  # one rank speaks for all
-        kernels.set_kernels(config.runtime.kernels)
         seed_everything(config.schedule.seed)
         if self.main_rank:  # generates the demo scene on first use: one writer
             prepare_dataset(config.data)
@@ -114,16 +112,26 @@ class Trainer:
         self.ray_keep: np.ndarray | None = None  # which of the dataset's training rays are trained on
         self.nan_guard = NanGuard()
         self.tensorboard_on = self.main_rank and config.output.tensorboard
-        self.regularisers: dict[str, float] = {}  # this step's terms, for TensorBoard
+        self.step_terms: dict[str, jt.Var] = {}  # the last step's regularisers (computed), for TensorBoard
         self._logged_events = 0
         self._viewer_events = 0  # grid events the viewer's boxes reflect
         self.viewer = None  # the browser viewer (rank 0, --viewer 1), started by run()
-        self._log_rows: list[dict] = []
-        self._elapsed_before = 0.0  # training time spent before this process (resumed runs)
+        log_rows, elapsed_before = [], 0.0  # a resumed run's log and training time so far
         if state is None:
             self._start_new_run()
         else:
-            self._resume(state)
+            log_rows, elapsed_before = self._resume(state)
+        self._open_run_records(log_rows, elapsed_before)
+
+    def _open_run_records(self, log_rows: list[dict], elapsed_before: float) -> None:
+        """What the run writes and times as it goes: training log, TensorBoard file, step times,
+        the allocator-cache check, and the clock (``run`` restarts it, keeping ``elapsed_before``)."""
+        self._elapsed_before = elapsed_before
+        self._started = time.time() - elapsed_before
+        self.train_log = TrainingLog(self.logfolder, rows=log_rows, elapsed_s=elapsed_before, write=self.main_rank)
+        self.tensorboard = TensorBoardLog(self.logfolder, enabled=self.tensorboard_on)
+        self.step_times: list[float] = []
+        self.cache_trim = CacheTrim(self.config.runtime.gc_growth)
 
     # ------------------------------------------------------------------- setup
     def _make_logfolder(self, folder: str | None) -> str:
@@ -142,12 +150,10 @@ class Trainer:
         schedule = self.config.schedule
         aabb = self.train_dataset.scene_bbox
         reso = N_to_reso(schedule.N_voxel_init, aabb)
-        self.grid = ScheduleState(reso_cur=reso, reso_mask=reso, nSamples=events.samples_per_ray(reso, self.config.model),
+        self.schedule_state = ScheduleState(reso_cur=reso, reso_mask=reso, nSamples=events.samples_per_ray(reso, self.config.model),
                                   L1_reg_weight=schedule.L1_weight_inital, TV_weight_density=schedule.TV_weight_density,
                                   TV_weight_app=schedule.TV_weight_app)
-        self.model = self._build_model(aabb)
-        self.model.jitter_samples = schedule.perturb > 0
-        self._synchronise_model()
+        self._adopt_model(self._build_model(aabb))
         self.optimizer = make_optimizer(self.model, schedule.lr_init, schedule.lr_basis)
         if self.ndc_ray:  # NDC rays all cross the NDC box; the reference filters neither
             self._set_training_rays(None)
@@ -160,13 +166,20 @@ class Trainer:
             model, _ = load_checkpoint(settings.ckpt, settings.model_name)
             return model
         return MODELS[settings.model_name](
-            aabb, self.grid.reso_cur, density_n_comp=list(settings.n_lamb_sigma),
+            aabb, self.schedule_state.reso_cur, density_n_comp=list(settings.n_lamb_sigma),
             appearance_n_comp=list(settings.n_lamb_sh), app_dim=settings.data_dim_color,
             near_far=self.train_dataset.near_far, shadingMode=settings.shadingMode,
             alphaMask_thres=settings.alpha_mask_thre, density_shift=settings.density_shift,
             distance_scale=settings.distance_scale, rayMarch_weight_thres=settings.rm_weight_mask_thre,
             pos_pe=settings.pos_pe, view_pe=settings.view_pe, fea_pe=settings.fea_pe, featureC=settings.featureC,
             step_ratio=settings.step_ratio, fea2denseAct=settings.fea2denseAct)
+
+    def _adopt_model(self, model: TensorBase) -> None:
+        """Train ``model`` with this run's kernels and sample jitter, the same on every rank."""
+        model.kernels = self.config.runtime.kernels
+        model.jitter_samples = self.config.schedule.perturb > 0
+        self.model = model
+        self._synchronise_model()
 
     def _set_training_rays(self, keep: np.ndarray | None) -> None:
         """Train on the dataset's rays where ``keep`` is true (all for None), with a fresh sampler."""
@@ -177,16 +190,14 @@ class Trainer:
 
     # ------------------------------------------------------- state and resume
     def _capture(self) -> dict:
-        return snapshot(self.iteration, self.model, self.optimizer, self.grid, self.ray_keep,
+        return snapshot(self.iteration, self.model, self.optimizer, self.schedule_state, self.ray_keep,
                         self.ray_batches.state())
 
     def _restore(self, taken: dict) -> None:
         """Go back to a ``_capture`` result (or a state file's equivalent)."""
         schedule = self.config.schedule
-        self.model = model_from_checkpoint(taken["model"], source="The training state")
-        self.model.jitter_samples = schedule.perturb > 0
-        self._synchronise_model()
-        self.grid = ScheduleState.from_dict(taken["schedule"])
+        self._adopt_model(model_from_checkpoint(taken["model"], source="The training state"))
+        self.schedule_state = ScheduleState.from_dict(taken["schedule"])
         self.optimizer = make_optimizer(self.model, schedule.lr_init, schedule.lr_basis)
         load_optimizer_state(self.optimizer, taken["optimizer"])
         if self.ray_batches is None or taken["ray_keep"] is not self.ray_keep:
@@ -202,12 +213,13 @@ class Trainer:
             "recent_psnrs": list(self.recent_psnrs), "test_psnr": self.test_psnr, "last_psnr": self.last_psnr,
         }
 
-    def _resume(self, state: dict) -> None:
+    def _resume(self, state: dict) -> tuple[list[dict], float]:
+        """Continue a state file's run; returns its training log's rows and training time so far."""
         self._restore(dict(state, ray_keep=unpack_ray_mask(state["rays"], self.train_dataset.n_rays)))
         log = state["log"]
-        self._log_rows, self._elapsed_before = log["rows"], log["elapsed_s"]
         self.events, self._logged_events = [tuple(event) for event in log["events"]], log["logged_events"]
         self.recent_psnrs, self.test_psnr, self.last_psnr = list(log["recent_psnrs"]), log["test_psnr"], log["last_psnr"]
+        return log["rows"], log["elapsed_s"]
 
     def _checkpoint(self, save: bool) -> bool:
         """Take the NaN guard's snapshot and, if ``save``, write it to the state file.
@@ -235,11 +247,11 @@ class Trainer:
         taken = self.nan_guard.fail(iteration, what, advice=(
             f"Start again with a lower --lr_init (now {schedule.lr_init}) or --lr_basis (now {schedule.lr_basis}), "
             f"or a larger --batch_size (now {schedule.batch_size}); check the dataset if it happens early."))
-        lr_scale = self.grid.lr_scale * 0.5
+        lr_scale = self.schedule_state.lr_scale * 0.5
         self._restore(taken)
         for group in self.optimizer.param_groups:
-            group["lr"] = group["lr"] * lr_scale / self.grid.lr_scale
-        self.grid.lr_scale = lr_scale
+            group["lr"] = group["lr"] * lr_scale / self.schedule_state.lr_scale
+        self.schedule_state.lr_scale = lr_scale
         text = f"{what} at iteration {iteration}: back to iteration {taken['iteration']}, learning rates x{lr_scale:g}"
         warnings.warn(f"{text}. Training goes on; if this repeats, lower --lr_init or raise --batch_size.")
         self.events.append((iteration, f"non-finite: {text}"))
@@ -250,9 +262,9 @@ class Trainer:
         with stage("batch"):
             rays, rgbs = next(self._batch_iter)
         rgb_map, _ = self.model(rays, white_bg=self.white_bg, is_train=True, ndc_ray=self.ndc_ray,
-                                N_samples=self.grid.nSamples, jitter=self._batch_jitter())
+                                N_samples=self.schedule_state.nSamples, jitter=self._batch_jitter())
         mse = jt.sqr(rgb_map - rgbs).mean()
-        reg, terms = regularisation(self.model, self.grid, self.config.schedule.Ortho_weight, self.lr_factor)
+        reg, terms = regularisation(self.model, self.schedule_state, self.config.schedule.Ortho_weight, self.lr_factor)
         with stage("backward"):
             self.optimizer.zero_grad()
             self.optimizer.backward(mse + reg)
@@ -263,7 +275,7 @@ class Trainer:
         # The whole step runs here, in one graph: without this, the update would wait for
         # whatever next needs the parameters, and the step's time would land elsewhere.
         jt.sync_all()
-        self.regularisers = {tag: float(term.item()) for tag, term in terms.items()} if self.tensorboard_on else {}
+        self.step_terms = terms
         return float(mse.item())
 
     def _batch_jitter(self) -> jt.Var | None:
@@ -288,13 +300,13 @@ class Trainer:
     def update_alpha_mask(self, iteration: int) -> None:
         """The alpha-mask event; the first also shrinks the box and switches the L1 weight, the
         second also filters the training rays."""
-        new_aabb, texts = events.update_alpha_mask(self.model, self.grid)
+        new_aabb, texts = events.update_alpha_mask(self.model, self.schedule_state)
         if self.schedule.shrinks(iteration):
             replaced, shrink_texts = events.shrink(self.model, new_aabb)
             texts += shrink_texts
             if replaced:
                 self._restart_optimizer_keeping_lr()
-            self.grid.L1_reg_weight = self.config.schedule.L1_weight_rest
+            self.schedule_state.L1_reg_weight = self.config.schedule.L1_weight_rest
         self.events += [(iteration, text) for text in texts]
         self._synchronise_model()
         if self.schedule.filters_rays(iteration) and not self.ndc_ray:
@@ -315,10 +327,10 @@ class Trainer:
     def upsample(self, iteration: int) -> None:
         """The upsampling event: a larger grid, and Adam restarted at the schedule's learning rates."""
         schedule = self.config.schedule
-        text = events.upsample(self.model, self.grid, self.schedule.voxels_after_upsample(iteration),
+        text = events.upsample(self.model, self.schedule_state, self.schedule.voxels_after_upsample(iteration),
                                self.config.model)
         self._synchronise_model()
-        lr_scale = events.learning_rate_scale_after_upsample(schedule, iteration) * self.grid.lr_scale
+        lr_scale = events.learning_rate_scale_after_upsample(schedule, iteration) * self.schedule_state.lr_scale
         self.optimizer = make_optimizer(self.model, schedule.lr_init * lr_scale, schedule.lr_basis * lr_scale)
         self.events.append((iteration, text))
 
@@ -326,7 +338,7 @@ class Trainer:
         if not self.main_rank:
             return self.test_psnr
         summary = evaluate(self.test_dataset, self.model, os.path.join(self.logfolder, "imgs_vis"),
-                           N_vis=self.config.render.N_vis, prefix=f"{iteration:06d}_", N_samples=self.grid.nSamples,
+                           N_vis=self.config.render.N_vis, prefix=f"{iteration:06d}_", N_samples=self.schedule_state.nSamples,
                            white_bg=self.white_bg, compute_extra_metrics=False, chunk=self.config.render.chunk_size,
                            show_progress=False, ndc_ray=self.ndc_ray)
         return summary.get("psnr", 0.0)
@@ -339,12 +351,16 @@ class Trainer:
                            grid_size=self.model.gridSize, n_rays=self.ray_batches.n_rays, **values)
 
     def _tensorboard_step(self, iteration: int, mse: float) -> None:
-        """The reference's per-iteration scalars and ours (``training.tensorboard``)."""
-        if not self.tensorboard_on:
+        """The reference's per-iteration scalars and ours (``training.tensorboard``), every
+        ``tensorboard_every`` iterations. The step's sync computed the regularisers already;
+        they are copied out together, here only."""
+        if not self.tensorboard_on or iteration % self.config.output.tensorboard_every:
             return
+        tags = list(self.step_terms)
+        values = np.concatenate([term.numpy().reshape(-1) for term in self.step_terms.values()]) if tags else []
         groups = self.optimizer.param_groups
         self.tensorboard.scalars(iteration, {
-            "train/PSNR": self.last_psnr, "train/mse": mse, **self.regularisers,
+            "train/PSNR": self.last_psnr, "train/mse": mse, **dict(zip(tags, values)),
             "train/s_per_iter": self.step_times[-1], "train/lr_grid": groups[0]["lr"],
             "train/lr_network": groups[-1]["lr"], "train/grid_voxels": int(np.prod(self.model.gridSize)),
             "train/n_rays": self.ray_batches.n_rays})
@@ -409,11 +425,6 @@ class Trainer:
         config = self.config
         n_iters = config.schedule.n_iters
         self._started = time.time() - self._elapsed_before
-        self.train_log = TrainingLog(self.logfolder, rows=self._log_rows, elapsed_s=self._elapsed_before,
-                                     write=self.main_rank)
-        self.tensorboard = TensorBoardLog(self.logfolder, enabled=self.tensorboard_on)
-        self.step_times: list[float] = []
-        self.cache_trim = CacheTrim(config.runtime.gc_growth)
         progress = tqdm(total=n_iters, initial=self.iteration, miniters=config.output.progress_refresh_rate,
                         file=sys.stdout, dynamic_ncols=True, disable=not self.main_rank)
         if config.viewer.viewer and self.main_rank:

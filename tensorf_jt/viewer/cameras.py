@@ -74,11 +74,6 @@ class SceneCameras:
         """A viewer-world OpenCV camera-to-world [3, 4] in the model's world."""
         return self.world_to_viewer.T @ np.asarray(c2w_viewer, dtype=np.float64)[:3, :4]
 
-    def training_camera(self, view: int) -> ViewerCamera:
-        """Training view ``view`` as a browser camera at the training image size."""
-        width, height = self.image_size
-        return ViewerCamera(self.viewer_pose(self.poses[view]), self.fov_y, width, height)
-
     def rays(self, camera: ViewerCamera) -> np.ndarray:
         """The model's rays [H*W, 6] float32 for a viewer-world ``camera``."""
         return self.rays_for_model_pose(self.model_pose(camera.c2w), camera.fov_y, camera.width, camera.height)

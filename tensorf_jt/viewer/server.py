@@ -28,17 +28,16 @@ import numpy as np
 from tensorf_jt.dataLoader.scene_preview import box_edges
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.rendering.rays import camera_rays
-from tensorf_jt.viewer.camera_path import PathCamera, interpolate, write_camera_path
+from tensorf_jt.viewer.keyframes import PathCamera, interpolate, write_camera_path
 from tensorf_jt.viewer.cameras import (SceneCameras, ViewerCamera, camera_from_viser, quaternion_from_matrix)
 from tensorf_jt.viewer.frames import OUTPUTS, FrameJob, RenderSettings
 
 PREVIEW_SECONDS = 0.25  # render time aimed at for the first frame after a camera change
 LIVE_SECONDS = 0.5  # render time aimed at for a frame of a model that is training
 # At most one new frame of a training model this often (a camera change is answered at once).
-# Each costs its render (LIVE_SECONDS on every core) and makes the page redraw for a quarter of a
-# second, ~0.6 CPU-seconds for a browser drawing in software (bench/browser_cpu.py); with such a
-# browser on the training machine, a frame every 10 s measured 1.22x the time per iteration
-# (docs/BENCHMARKS.md#viewer).
+# Each costs its render (LIVE_SECONDS on every core) and a redraw of the page, which a browser
+# drawing in software pays in CPU time of its own (bench/browser_cpu.py); what that costs training
+# is in docs/BENCHMARKS.md#viewer.
 LIVE_EVERY_S = 10.0
 TRAINING_SHARE = 0.2  # viewer time per second of training time while browsers are connected
 MIN_PREVIEW_SIDE = 48

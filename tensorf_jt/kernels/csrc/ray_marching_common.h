@@ -11,30 +11,31 @@
 
 namespace tensorf_kernels {
 
-struct MarchParams {
-    const float* rays_o;   // [R, 3]
-    const float* rays_d;   // [R, 3]
-    const float* t_start;  // [R]
-    const float* jitter;   // [R], in [0, 1) when training, else 0
-    const float* aabb;     // [2, 3]
-    AlphaVolume alpha;     // alpha.data == nullptr: no alpha grid
+// Each ray's fixed-step samples. (Member names differ from the glue's input names, which are
+// macros there: see kernels/source.py.)
+struct RaySteps {
+    const float* origins;     // [R, 3]
+    const float* directions;  // [R, 3]
+    const float* starts;      // [R], t of sample 0
+    const float* jitters;     // [R], in [0, 1) when training; nullptr: no jitter
     float step_size;
     int n_samples;
 };
 
 // z of sample k of ray r.
-TJT_HD float sample_depth(const MarchParams& m, long r, int k) {
-    return m.t_start[r] + mul_rn(m.step_size, (float)k + m.jitter[r]);
+TJT_HD float sample_depth(const RaySteps& s, long r, int k) {
+    return s.starts[r] + mul_rn(s.step_size, (float)k + (s.jitters ? s.jitters[r] : 0.0f));
 }
 
-TJT_HD void sample_point(const MarchParams& m, long r, float z, float* xyz) {
-    for (int a = 0; a < 3; ++a) xyz[a] = m.rays_o[3 * r + a] + mul_rn(m.rays_d[3 * r + a], z);
+TJT_HD void sample_point(const RaySteps& s, long r, float z, float* xyz) {
+    for (int a = 0; a < 3; ++a) xyz[a] = s.origins[3 * r + a] + mul_rn(s.directions[3 * r + a], z);
 }
 
-TJT_HD bool keep_sample(const MarchParams& m, const float* xyz) {
+// Inside the box aabb [2, 3] and, when there is an alpha grid, where it is occupied.
+TJT_HD bool keep_sample(const float* aabb, const AlphaVolume& alpha, const float* xyz) {
     for (int a = 0; a < 3; ++a)
-        if (xyz[a] < m.aabb[a] || xyz[a] > m.aabb[3 + a]) return false;
-    return m.alpha.data == nullptr || alpha_at(m.alpha, xyz) > 0.0f;
+        if (xyz[a] < aabb[a] || xyz[a] > aabb[3 + a]) return false;
+    return alpha.data == nullptr || alpha_at(alpha, xyz) > 0.0f;
 }
 
 }  // namespace tensorf_kernels

@@ -12,8 +12,8 @@ namespace tensorf_kernels {
 
 // Returns the number of kept samples; outputs have room for R * n_samples entries.
 // dist is the gap to the ray's next sample (0 after the last one), as the reference's.
-inline long march_rays_cpu(const MarchParams& m, long n_rays, float* xyz_out, float* z_out, float* dist_out,
-                           int* ray_index_out, int* ray_offsets) {
+inline long march_rays_cpu(const RaySteps& m, const float* aabb, const AlphaVolume& alpha, long n_rays,
+                           float* xyz_out, float* z_out, float* dist_out, int* ray_index_out, int* ray_offsets) {
     const int S = m.n_samples;
     std::vector<unsigned char> kept((size_t)n_rays * S);
     #pragma omp parallel for schedule(static)
@@ -22,7 +22,7 @@ inline long march_rays_cpu(const MarchParams& m, long n_rays, float* xyz_out, fl
         for (int k = 0; k < S; ++k) {
             float xyz[3];
             sample_point(m, r, sample_depth(m, r, k), xyz);
-            bool keep = keep_sample(m, xyz);
+            bool keep = keep_sample(aabb, alpha, xyz);
             kept[(size_t)r * S + k] = keep;
             count += keep;
         }
@@ -49,14 +49,14 @@ inline long march_rays_cpu(const MarchParams& m, long n_rays, float* xyz_out, fl
 
 // Whether any of the n_samples samples of each ray meets the alpha grid (training-ray
 // filtering); a ray stops at its first hit.
-inline void rays_hit_alpha_cpu(const MarchParams& m, long n_rays, bool* hit) {
+inline void rays_hit_alpha_cpu(const RaySteps& m, const AlphaVolume& alpha, long n_rays, bool* hit) {
     #pragma omp parallel for schedule(dynamic, 64)
     for (long r = 0; r < n_rays; ++r) {
         bool any = false;
         for (int k = 0; k < m.n_samples && !any; ++k) {
             float xyz[3];
             sample_point(m, r, sample_depth(m, r, k), xyz);
-            any = alpha_at(m.alpha, xyz) > 0.0f;
+            any = alpha_at(alpha, xyz) > 0.0f;
         }
         hit[r] = any;
     }

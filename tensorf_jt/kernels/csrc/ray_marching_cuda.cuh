@@ -9,14 +9,14 @@
 
 namespace tensorf_kernels {
 
-__global__ void march_count_kernel(MarchParams m, long n_rays, int* ray_offsets) {
+__global__ void march_count_kernel(RaySteps m, const float* aabb, AlphaVolume alpha, long n_rays, int* ray_offsets) {
     long r = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n_rays) return;
     int count = 0;
     for (int k = 0; k < m.n_samples; ++k) {
         float xyz[3];
         sample_point(m, r, sample_depth(m, r, k), xyz);
-        count += keep_sample(m, xyz);
+        count += keep_sample(aabb, alpha, xyz);
     }
     ray_offsets[r + 1] = count;
 }
@@ -26,8 +26,9 @@ __global__ void prefix_sum_kernel(int* ray_offsets, long n_rays) {
     for (long r = 0; r < n_rays; ++r) ray_offsets[r + 1] += ray_offsets[r];
 }
 
-__global__ void march_write_kernel(MarchParams m, long n_rays, const int* ray_offsets, float* xyz_out, float* z_out,
-                                   float* dist_out, int* ray_index_out) {
+__global__ void march_write_kernel(RaySteps m, const float* aabb, AlphaVolume alpha, long n_rays,
+                                   const int* ray_offsets, float* xyz_out, float* z_out, float* dist_out,
+                                   int* ray_index_out) {
     long r = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n_rays) return;
     long slot = ray_offsets[r];
@@ -35,7 +36,7 @@ __global__ void march_write_kernel(MarchParams m, long n_rays, const int* ray_of
     for (int k = 0; k < S; ++k) {
         float z = sample_depth(m, r, k), xyz[3];
         sample_point(m, r, z, xyz);
-        if (!keep_sample(m, xyz)) continue;
+        if (!keep_sample(aabb, alpha, xyz)) continue;
         for (int a = 0; a < 3; ++a) xyz_out[3 * slot + a] = xyz[a];
         z_out[slot] = z;
         dist_out[slot] = k + 1 < S ? sample_depth(m, r, k + 1) - z : 0.0f;
@@ -44,14 +45,14 @@ __global__ void march_write_kernel(MarchParams m, long n_rays, const int* ray_of
     }
 }
 
-__global__ void rays_hit_alpha_kernel(MarchParams m, long n_rays, bool* hit) {
+__global__ void rays_hit_alpha_kernel(RaySteps m, AlphaVolume alpha, long n_rays, bool* hit) {
     long r = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n_rays) return;
     bool any = false;
     for (int k = 0; k < m.n_samples && !any; ++k) {
         float xyz[3];
         sample_point(m, r, sample_depth(m, r, k), xyz);
-        any = alpha_at(m.alpha, xyz) > 0.0f;
+        any = alpha_at(alpha, xyz) > 0.0f;
     }
     hit[r] = any;
 }
@@ -62,20 +63,20 @@ __global__ void alpha_lookup_kernel(AlphaVolume volume, const float* xyz, long n
 }
 
 // Returns the number of kept samples (copied back to the host to size the outputs).
-inline long march_rays_cuda(const MarchParams& m, long n_rays, float* xyz_out, float* z_out, float* dist_out,
-                            int* ray_index_out, int* ray_offsets) {
+inline long march_rays_cuda(const RaySteps& m, const float* aabb, const AlphaVolume& alpha, long n_rays,
+                            float* xyz_out, float* z_out, float* dist_out, int* ray_index_out, int* ray_offsets) {
     const unsigned blocks = (unsigned)((n_rays + 127) / 128);
-    march_count_kernel<<<blocks, 128>>>(m, n_rays, ray_offsets);
+    march_count_kernel<<<blocks, 128>>>(m, aabb, alpha, n_rays, ray_offsets);
     prefix_sum_kernel<<<1, 1>>>(ray_offsets, n_rays);
-    march_write_kernel<<<blocks, 128>>>(m, n_rays, ray_offsets, xyz_out, z_out, dist_out, ray_index_out);
+    march_write_kernel<<<blocks, 128>>>(m, aabb, alpha, n_rays, ray_offsets, xyz_out, z_out, dist_out, ray_index_out);
     int kept = 0;
     cudaMemcpy(&kept, ray_offsets + n_rays, sizeof(int), cudaMemcpyDeviceToHost);
     return kept;
 }
 
-inline void rays_hit_alpha_cuda(const MarchParams& m, long n_rays, bool* hit) {
+inline void rays_hit_alpha_cuda(const RaySteps& m, const AlphaVolume& alpha, long n_rays, bool* hit) {
     if (n_rays == 0) return;
-    rays_hit_alpha_kernel<<<(unsigned)((n_rays + 127) / 128), 128>>>(m, n_rays, hit);
+    rays_hit_alpha_kernel<<<(unsigned)((n_rays + 127) / 128), 128>>>(m, alpha, n_rays, hit);
 }
 
 inline void alpha_lookup_cuda(const AlphaVolume& volume, const float* xyz, long n, float* alpha) {

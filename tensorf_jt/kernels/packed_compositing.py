@@ -11,25 +11,27 @@ import jittor as jt
 from tensorf_jt.kernels.source import device_code
 
 _FORWARD_GLUE = """
-    tensorf_kernels::composite_forward_{device}(in0_p, in1_p, in2_p, in2_shape0 - 1, out0_p, out1_p);
+    tensorf_kernels::composite_forward_$device(sigma_p, dist_p, ray_offsets_p, ray_offsets_shape0 - 1,
+                                               weights_p, transmittance_p);
 """
 _BACKWARD_GLUE = """
-    tensorf_kernels::composite_backward_{device}(in0_p, in1_p, in2_p, in2_shape0 - 1, in3_p, in4_p, in5_p, out0_p);
+    tensorf_kernels::composite_backward_$device(sigma_p, dist_p, ray_offsets_p, ray_offsets_shape0 - 1, weights_p,
+                                                transmittance_p, grad_weights_p, grad_sigma_p);
 """
 
 
 class _CompositeWeights(jt.Function):
     def execute(self, sigma, dist, ray_offsets):
-        weights, transmittance = device_code([sigma.shape, sigma.shape], ["float32", "float32"],
-                                             [sigma, dist, ray_offsets], "compositing", _FORWARD_GLUE)
-        self.saved = (sigma, dist, ray_offsets, weights, transmittance)
+        inputs = {"sigma": sigma, "dist": dist, "ray_offsets": ray_offsets}
+        weights, transmittance = device_code([("weights", sigma.shape, "float32"),
+                                              ("transmittance", sigma.shape, "float32")],
+                                             inputs, "compositing", _FORWARD_GLUE)
+        self.saved = dict(inputs, weights=weights, transmittance=transmittance)
         return weights
 
     def grad(self, grad_weights):
-        sigma, dist, ray_offsets, weights, transmittance = self.saved
-        grad_sigma = device_code(sigma.shape, "float32",
-                                 [sigma, dist, ray_offsets, weights, transmittance, grad_weights],
-                                 "compositing", _BACKWARD_GLUE)
+        grad_sigma, = device_code([("grad_sigma", self.saved["sigma"].shape, "float32")],
+                                  dict(self.saved, grad_weights=grad_weights), "compositing", _BACKWARD_GLUE)
         return grad_sigma, None, None
 
 

@@ -1,0 +1,107 @@
+"""Unpickling that can only rebuild data, never run code.
+
+A pickle names the callables that rebuild its objects, and ``pickle.load`` calls whatever it
+names: a crafted file that names ``os.system`` runs a command the moment it is opened. Every
+pickle this package reads -- our checkpoints and training states (``jt.save``'s format), the
+``data.pkl`` of PyTorch checkpoints, the LPIPS weight files -- goes through
+``AllowlistUnpickler``, which resolves only the globals its reader lists and refuses any other
+before looking it up, so nothing outside the list is imported or called.
+
+``read_jittor_pickle`` reads what ``jt.save`` writes for a ``.th``/``.pkl`` path: a protocol-4
+pickle, then the SHA-1 of those bytes and the 8-byte marker ``HCAJSLHD`` (files without the
+marker are a bare pickle). ``jt.Var``s are pickled as ``jittor.Var(ndarray)`` and come back as
+Vars, numpy arrays as numpy arrays (float64 kept), exactly as ``jt.load`` returns them.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import pickle
+from typing import Any, Mapping
+
+import numpy as np
+
+JITTOR_MARKER = b"HCAJSLHD"
+_SHA1_BYTES = 20
+
+
+class RefusedGlobal(pickle.UnpicklingError):
+    """The pickle names a global outside the reader's allow-list (``qualified``: module.name)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.qualified = f"{module}.{name}"
+        super().__init__(f"the file asks for '{self.qualified}', which is not allowed here")
+
+
+def numeric_dtype(spec, align: bool = False, copy: bool = True) -> np.dtype:
+    """``numpy.dtype`` for plain numbers and booleans only: an object or record dtype would let
+    the pickle rebuild arbitrary objects inside an array."""
+    dtype = np.dtype(spec)
+    if dtype.kind not in "biufc":
+        raise pickle.UnpicklingError(f"the file holds a numpy array of dtype '{spec}'; only numeric arrays "
+                                     "are expected")
+    return dtype
+
+
+_RECONSTRUCT = np.empty(0).__reduce__()[0]
+_SCALAR = np.float64(0).__reduce__()[0]
+
+# numpy's array and scalar rebuilders, under both module spellings (numpy 2 writes numpy._core).
+NUMPY_GLOBALS: dict[tuple[str, str], Any] = {
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): numeric_dtype,
+    ("numpy.core.multiarray", "_reconstruct"): _RECONSTRUCT,
+    ("numpy._core.multiarray", "_reconstruct"): _RECONSTRUCT,
+    ("numpy.core.multiarray", "scalar"): _SCALAR,
+    ("numpy._core.multiarray", "scalar"): _SCALAR,
+}
+
+
+class AllowlistUnpickler(pickle.Unpickler):
+    """An unpickler that resolves the globals in ``allowed`` ({(module, name): object}) and
+    raises ``RefusedGlobal`` for any other."""
+
+    def __init__(self, file, allowed: Mapping[tuple[str, str], Any], **kwargs) -> None:
+        super().__init__(file, **kwargs)
+        self._allowed = allowed
+
+    def find_class(self, module: str, name: str):
+        try:
+            return self._allowed[(module, name)]
+        except KeyError:
+            raise RefusedGlobal(module, name) from None
+
+
+def _jittor_var(data) -> Any:
+    """What ``jittor.Var(ndarray)`` rebuilds, for numeric arrays only."""
+    import jittor as jt
+
+    if not isinstance(data, np.ndarray) or data.dtype.kind not in "biuf":
+        raise pickle.UnpicklingError(f"a jittor.Var is rebuilt from a numeric numpy array, not {type(data).__name__}")
+    return jt.Var(data)
+
+
+# jt.save names Var by its module and qualified name as Jittor sets them.
+JITTOR_GLOBALS: dict[tuple[str, str], Any] = {
+    **NUMPY_GLOBALS,
+    ("jittor", "jittor_core.Var"): _jittor_var,
+    ("jittor", "Var"): _jittor_var,
+    ("jittor_core", "Var"): _jittor_var,
+}
+
+
+def read_jittor_pickle(path: str) -> Any:
+    """The object ``jt.save`` wrote to ``path``, rebuilt from numbers, strings, containers,
+    numpy arrays and ``jt.Var``s only.
+
+    Raises ``RefusedGlobal`` for a file that names anything else, ``ValueError`` when the
+    checksum does not match (a damaged file), and what ``pickle`` raises for a truncated one.
+    """
+    with open(path, "rb") as handle:
+        data = handle.read()
+    if data.endswith(JITTOR_MARKER):
+        payload = data[:-(_SHA1_BYTES + len(JITTOR_MARKER))]
+        if hashlib.sha1(payload).digest() != data[-(_SHA1_BYTES + len(JITTOR_MARKER)):-len(JITTOR_MARKER)]:
+            raise ValueError("its checksum does not match its contents")
+        data = payload
+    return AllowlistUnpickler(io.BytesIO(data), JITTOR_GLOBALS).load()

@@ -1,0 +1,160 @@
+"""Opening a file never runs code it asks for, and a malformed checkpoint is refused with a
+message naming what is wrong, before anything large is allocated."""
+import os
+
+import numpy as np
+import pytest
+import jittor as jt
+
+from conftest import run_python
+from model_factory import tiny_model
+from tensorf_jt.errors import CheckpointError
+from tensorf_jt.formats.checkpoint import checkpoint_dict, load_checkpoint, read_checkpoint, save_checkpoint
+from tensorf_jt.formats.safe_pickle import read_jittor_pickle
+from tensorf_jt.training.state import read_state
+
+
+class RunsCommand:
+    """Pickles as a call to os.system: unpickling it with plain ``pickle`` runs the command."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self):
+        return (os.system, (self.command,))
+
+
+def crafted(path, marker, where: str):
+    """A checkpoint-shaped file whose ``where`` entry runs ``touch marker`` when unpickled."""
+    ckpt = checkpoint_dict(tiny_model(grid=(6, 6, 6)), train_args={"expname": "crafted"})
+    payload = RunsCommand(f"touch {marker}")
+    if where == "top":
+        ckpt["extra"] = payload
+    elif where == "state_dict":
+        ckpt["state_dict"]["density_plane.0"] = payload
+    else:
+        ckpt = {"format": "tensorf_jt-state/1", "iteration": 3, "model": dict(ckpt, kwargs=payload)}
+    jt.save(ckpt, str(path))
+    return str(path)
+
+
+def test_plain_pickle_would_run_the_crafted_file(tmp_path):
+    """The fixture is a real attack: Jittor's own loader runs the command."""
+    marker = tmp_path / "owned"
+    jt.load(crafted(tmp_path / "x.th", marker, "top"))
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("where", ["top", "state_dict", "state"])
+def test_readers_refuse_the_crafted_file_naming_the_global(tmp_path, where):
+    marker = tmp_path / "owned"
+    path = crafted(tmp_path / "x.th", marker, where)
+    for read in (read_checkpoint, read_state):
+        with pytest.raises(CheckpointError, match=r"asks to load '(posix|os)\.system'.*could run code"):
+            read(path)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("command", [
+    ["render.py", "--ckpt", "{file}"],
+    ["view.py", "--ckpt", "{file}", "--viewer_port", "8799"],
+    ["train.py", "--config", "configs/lego.txt", "--datadir", "{scene}", "--ckpt", "{file}", "--basedir", "{tmp}"],
+    ["train.py", "--resume", "{file}", "--datadir", "{scene}"],
+], ids=["render", "view", "train --ckpt", "train --resume"])
+def test_no_entry_point_runs_a_crafted_file(tmp_path, tiny_scene, command):
+    marker = tmp_path / "owned"
+    path = crafted(tmp_path / "crafted_state.th", marker, "state" if "--resume" in command else "top")
+    argv = [a.format(file=path, scene=tiny_scene, tmp=tmp_path) for a in command]
+    result = run_python(argv, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "asks to load" in result.stderr and "system'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not marker.exists()
+
+
+def test_checkpoints_and_states_round_trip_through_the_safe_reader(tmp_path):
+    model = tiny_model(grid=(8, 8, 8))
+    path = save_checkpoint(model, str(tmp_path / "m.th"), train_args={"seed": 1})
+    raw = read_jittor_pickle(path)
+    assert isinstance(raw["state_dict"]["density_plane.0"], jt.Var)
+    jt.save({"array": np.arange(3, dtype=np.float64), "scalar": np.float32(2.5)}, str(tmp_path / "np.th"))
+    back = read_jittor_pickle(str(tmp_path / "np.th"))
+    assert back["array"].dtype == np.float64 and back["scalar"] == np.float32(2.5)
+    data = bytearray((tmp_path / "m.th").read_bytes())
+    data[100] ^= 0xFF
+    (tmp_path / "flipped.th").write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="corrupted.*checksum"):
+        read_checkpoint(str(tmp_path / "flipped.th"))
+
+
+def written(tmp_path, ckpt) -> str:
+    path = str(tmp_path / "edited.th")
+    jt.save(ckpt, path)
+    return path
+
+
+@pytest.fixture
+def good():
+    model = tiny_model(grid=(8, 8, 8), density_shift=-1.0)
+    model.updateAlphaMask((8, 8, 8))
+    return checkpoint_dict(model)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: dict(c, kwargs=0), r"'kwargs' should be a dict of the model's settings, found int"),
+    (lambda c: dict(c, kwargs={}, state_dict={}), "'kwargs' lacks aabb, gridSize"),
+    (lambda c: dict(c, kwargs=dict(c["kwargs"], gridSize=[100000] * 3)),
+     r"gridSize \[100000, 100000, 100000\] has 1,000,000,000,000,000 voxels"),
+    (lambda c: dict(c, kwargs=dict(c["kwargs"], gridSize=[8, 8])), r"gridSize should be 3 whole numbers"),
+    (lambda c: dict(c, kwargs=dict(c["kwargs"], gridSize="big")), r"gridSize should be 3 whole numbers"),
+    (lambda c: dict(c, kwargs=dict(c["kwargs"], density_n_comp=[4, 4, 10 ** 6])), "density_n_comp should be"),
+    (lambda c: dict(c, kwargs=dict(c["kwargs"], aabb=[[0, 0, 0], [0, 1, 1]])), r"aabb should be a box"),
+    (lambda c: dict(c, kwargs=dict(c["kwargs"], featureC=-3)), r"featureC should be a whole number from 1 to 65536, found -3"),
+    (lambda c: dict(c, kwargs=dict(c["kwargs"], near_far=[6.0, 2.0])), "near_far should be two finite numbers"),
+    (lambda c: dict(c, kwargs=dict(c["kwargs"], step_ratio=float("nan"))), "step_ratio should be a finite number"),
+    (lambda c: dict(c, kwargs=dict(c["kwargs"], shadingMode=3)), "shadingMode should be text"),
+    (lambda c: dict(c, kwargs=dict(c["kwargs"], shadingMode="SH", app_dim=5)), "SH needs data_dim_color = 27"),
+    (lambda c: dict(c, kwargs=dict(c["kwargs"], colour="red")), "kwargs do not fit a TensorVMSplit"),
+    (lambda c: dict(c, state_dict=[1, 2]), "'state_dict' should be a dict of tensors, found list"),
+    (lambda c: dict(c, state_dict=dict(c["state_dict"], basis_mat=7)), "state_dict entry 'basis_mat' should be"),
+    (lambda c: dict(c, **{"alphaMask.shape": (1, 1, 100000, 100000, 100000)}), "alphaMask.shape"),
+    (lambda c: {k: v for k, v in c.items() if k != "alphaMask.mask"}, "incomplete alpha mask: alphaMask.mask"),
+    (lambda c: dict(c, **{"alphaMask.mask": np.zeros(3, np.uint8)}), "alphaMask.mask should hold 64 packed bytes"),
+], ids=["kwargs not a dict", "empty", "huge grid", "two axes", "text grid", "huge components", "flat box",
+        "negative width", "near after far", "nan step", "numeric shading", "SH width", "unknown kwarg",
+        "state_dict list", "number tensor", "huge alpha mask", "alpha mask half missing", "short alpha bits"])
+def test_malformed_checkpoints_are_refused_with_the_key_named(tmp_path, good, edit, message):
+    path = written(tmp_path, edit(good))
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(path)
+
+
+def test_a_grid_the_file_does_not_hold_is_refused_before_it_is_allocated(tmp_path, good):
+    """kwargs asking for 20000 x 20000 planes (tens of GB) with the small tensors of the real model:
+    the shapes disagree and the model's lazily built tensors are never filled."""
+    path = written(tmp_path, dict(good, kwargs=dict(good["kwargs"], gridSize=[20000, 20000, 2])))
+    with pytest.raises(CheckpointError, match=r"'density_plane.0' has shape \(1, \d+, 8, 8\), the model expects "
+                                              r"\(1, \d+, 20000, 20000\)"):
+        load_checkpoint(path)
+
+
+def test_render_refuses_a_malformed_checkpoint_without_a_traceback(tmp_path):
+    path = written(tmp_path, {"kwargs": 0, "state_dict": {}})
+    result = run_python(["render.py", "--ckpt", path], timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "'kwargs' should be a dict" in result.stderr
+
+
+def test_damaged_training_states_are_refused_with_the_part_named(tmp_path):
+    state = read_state("tests/fixtures/legacy_run_state.th")
+    for edit, message in [
+        (lambda s: dict(s, iteration="ten"), r"'iteration' has the wrong type \(str\)"),
+        (lambda s: dict(s, optimizer={"n_step": 3}), r"\(optimizer\) lacks 'groups'"),
+        (lambda s: dict(s, optimizer=dict(s["optimizer"], groups=[dict(s["optimizer"]["groups"][0], m=[1, 2])])),
+         "optimizer group 0 holds moments that are not tensors"),
+        (lambda s: dict(s, rays=dict(s["rays"], kept=np.zeros(1, np.uint8))), "training-ray mask holds 1 bytes"),
+        (lambda s: {k: v for k, v in s.items() if k != "log"}, "lacks 'log'"),
+    ]:
+        path = written(tmp_path, edit(state))
+        with pytest.raises(CheckpointError, match=message):
+            read_state(path)
