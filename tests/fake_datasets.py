@@ -87,11 +87,13 @@ def llff_poses_opengl(n: int = LLFF_N_IMAGES) -> np.ndarray:
     return np.stack(poses)
 
 
-def make_llff(root: str, n_images: int = LLFF_N_IMAGES) -> str:
-    """An LLFF scene: ``poses_bounds.npy`` and ``images``/``images_4``/``images_8`` (64x48 at full size)."""
+def make_llff(root: str, n_images: int = LLFF_N_IMAGES, poses_opengl: np.ndarray | None = None) -> str:
+    """An LLFF scene: ``poses_bounds.npy`` and ``images``/``images_4``/``images_8`` (64x48 at full size),
+    forward-facing unless ``poses_opengl`` [n, 4, 4] (camera-to-world, OpenGL axes) say otherwise."""
     folder = os.path.join(str(root), "llff_scene")
     full_w, full_h = LLFF_FULL_WH
-    gl = llff_poses_opengl(n_images)
+    gl = llff_poses_opengl(n_images) if poses_opengl is None else np.asarray(poses_opengl, dtype=np.float64)
+    n_images = len(gl)
     # LLFF's 3x5 rows: rotation columns (down, right, back) = (-up, right, back), position, (H, W, focal).
     llff = np.concatenate([-gl[:, :3, 1:2], gl[:, :3, 0:1], gl[:, :3, 2:4],
                            np.tile(np.array([[full_h], [full_w], [LLFF_FOCAL]]), (n_images, 1, 1))], axis=-1)

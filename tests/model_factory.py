@@ -6,12 +6,12 @@ from tensorf_jt.models import TensorVMSplit
 AABB = np.array([[-1.5, -1.5, -1.5], [1.5, 1.5, 1.5]], np.float32)
 
 
-def tiny_model(grid=(8, 9, 10), density_shift=-10.0, **overrides) -> TensorVMSplit:
+def tiny_model(grid=(8, 9, 10), density_shift=-10.0, aabb=AABB, **overrides) -> TensorVMSplit:
     settings = dict(density_n_comp=[2, 3, 2], appearance_n_comp=[3, 2, 3], app_dim=5, shadingMode="MLP_Fea",
                     view_pe=2, fea_pe=2, featureC=8, step_ratio=0.5, density_shift=density_shift,
                     alphaMask_thres=1e-3)
     settings.update(overrides)
-    return TensorVMSplit(AABB, list(grid), **settings)
+    return TensorVMSplit(aabb, list(grid), **settings)
 
 
 def rays_towards_box(n: int, seed: int = 0) -> np.ndarray:

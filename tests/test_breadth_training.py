@@ -48,6 +48,7 @@ def _reference_config_cases():
         ("wineholder.txt", fake_datasets.make_nsvf, CP_VARIANT),
         ("your_own_data.txt", fake_datasets.make_own_data, []),
         ("your_own_data.txt", fake_datasets.make_own_data, CP_VARIANT),
+        ("your_own_360.txt", fake_datasets.make_own_data, []),
     ]
 
 

@@ -74,7 +74,8 @@ def assert_looks_at(c2w_opencv: np.ndarray, target, atol: float = 1e-5) -> None:
 
 def test_every_reference_name_is_registered():
     assert dataset_dict == {"blender": BlenderDataset, "llff": LLFFDataset, "nsvf": NSVFDataset,
-                            "tankstemple": TanksTempleDataset, "own_data": OwnDataDataset, "demo": BlenderDataset}
+                            "tankstemple": TanksTempleDataset, "own_data": OwnDataDataset, "demo": BlenderDataset,
+                            "demo_room": OwnDataDataset}
 
 
 # ------------------------------------------------------------------ rays and NDC

@@ -233,7 +233,7 @@ def _nvcc() -> str | None:
 def test_cuda_sources_compile(tmp_path):
     """The GPU kernels must build even where no GPU can run them."""
     sources = {name: kernel_source(f"{name}_cuda.cuh")
-               for name in ("vm_field", "cp_field", "ray_marching", "compositing", "encoding")}
+               for name in ("vm_field", "cp_field", "ray_marching", "compositing", "encoding", "distortion")}
     for name, text in sources.items():
         path = tmp_path / f"{name}.cu"
         path.write_text(text)

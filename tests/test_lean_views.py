@@ -18,6 +18,7 @@ from tensorf_jt.rendering.alpha_grid import AlphaGridMask
 from tensorf_jt.dataLoader import (BlenderDataset, LLFFDataset, NSVFDataset, OwnDataDataset, RayBatchDataset,
                                    TanksTempleDataset)
 from tensorf_jt.dataLoader.demo_scene import DemoSceneSpec, generate
+from tensorf_jt.training.ray_filtering import filtering_ray_ids
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "views_before_lazy_loading.npz")
 
@@ -71,7 +72,7 @@ def test_views_keep_pixels_not_rays(scenes):
 def test_the_sampler_draws_the_same_batches_after_the_same_filtering(scenes, golden):
     views = BlenderDataset(scenes["blender"][1], "train")
     model = tiny_model(grid=(16, 15, 14), density_shift=-2.0)
-    rows = model.filtering_ray_ids(views, bbox_only=True)
+    rows = filtering_ray_ids(model, views, bbox_only=True)
     np.testing.assert_array_equal(rows, golden["bbox_rows"])
     stream = iter(RayBatchDataset(views, 256, seed=0, rows=rows))
     for k in range(3):
@@ -83,5 +84,5 @@ def test_the_sampler_draws_the_same_batches_after_the_same_filtering(scenes, gol
     model.alphaMask = AlphaGridMask(model._aabb_var.clone(), jt.array(volume))
     for path in kernels.KERNELS:
         model.kernels = path
-        kept = model.filtering_ray_ids(views, rows, bbox_only=False, chunk=1000)
+        kept = filtering_ray_ids(model, views, rows, bbox_only=False, chunk=1000)
         np.testing.assert_array_equal(kept, golden[f"alpha_rows_{path}"])

@@ -15,6 +15,7 @@ from tensorf_jt.cli.train import main
 from tensorf_jt.config import load_run_config
 from tensorf_jt.evaluation.renders import render_rays
 from tensorf_jt.training.nan_guard import nonfinite_parameters
+from tensorf_jt.training.ray_filtering import filtering_ray_ids
 from tensorf_jt.models import TensorBase
 from tensorf_jt.training.trainer import Trainer
 
@@ -112,7 +113,7 @@ def test_inputs_that_end_up_empty_warn_or_give_empty_results():
     model = tiny_model()
     missing = np.tile(np.array([[0, 0, 10, 1, 0, 0]], np.float32), (8, 1))  # parallel to the box, above it
     with pytest.warns(UserWarning, match="would remove every training ray; keeping them all"):
-        kept = model.filtering_ray_ids(ArrayRays(missing, missing[:, :3]), bbox_only=True)
+        kept = filtering_ray_ids(model, ArrayRays(missing, missing[:, :3]), bbox_only=True)
     assert kept.tolist() == list(range(8))
     rgb, depth = render_rays(model, np.zeros((0, 6), np.float32), chunk=4)
     assert rgb.shape == (0, 3) and depth.shape == (0,)

@@ -30,6 +30,7 @@ from tensorf_jt.viewer.server import Viewer
 
 IMAGE_SIZE = 32
 TRAINING_VIEW = 3
+REPORT_WAIT_S = 20.0  # for a page to report a camera the server moved
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +75,30 @@ def reports(view, position: np.ndarray) -> bool:
 
 
 def move_and_settle(viewer, view, cameras, index: int, what: str) -> None:
+    """Move the page to training view ``index`` and wait for its full frame there.
+
+    The page must report the new camera back first. Should it not within ``REPORT_WAIT_S``
+    (seen once on CI, right after the second page left), the move is sent once more, as a
+    user would move the mouse again; the frame that follows must come all the same, and a
+    timeout says what the page reported and what the viewer showed.
+    """
     position = put_camera_at_training_view(view, cameras, index)
-    wait_until(lambda: reports(view, position) and viewer.is_settled(view), 60, what)
+    try:
+        wait_until(lambda: reports(view, position), REPORT_WAIT_S, "the page to report its camera")
+    except AssertionError:
+        with view.client.atomic():
+            view.client.camera.position = position + 0.05
+        position = put_camera_at_training_view(view, cameras, index)
+
+    def state() -> str:
+        reported = None if view.camera is None else np.round(view.camera[1], 4).tolist()
+        return (f"{what} (camera asked {np.round(position, 4).tolist()}, reported {reported}; "
+                f"shown {view.shown}, job {'running' if view.job is not None else 'none'})")
+
+    try:
+        wait_until(lambda: reports(view, position) and viewer.is_settled(view), 60, what)
+    except AssertionError:
+        raise AssertionError(f"timed out after 60 s waiting for {state()}") from None
 
 
 def test_the_checkpoint_viewer_in_a_real_browser(trained, scene, tmp_path):

@@ -249,13 +249,14 @@ def grid_events() -> None:
     from tensorf_jt.dataLoader.ray_batches import ArrayRays
     from tensorf_jt.kernels import KERNELS
     from tensorf_jt.training.nan_guard import nonfinite_parameters
+    from tensorf_jt.training.ray_filtering import filtering_ray_ids
 
     rays = ArrayRays(rays_towards_box(2048, seed=5), np.zeros((2048, 3), np.float32))
     for name in KERNELS:
         model = tiny_model(grid=(16, 15, 14), density_shift=-2.0, kernels=name)
         model.shrink(model.updateAlphaMask((16, 15, 14)))
-        model.filtering_ray_ids(rays, bbox_only=True)
-        model.filtering_ray_ids(rays, bbox_only=False)
+        filtering_ray_ids(model, rays, bbox_only=True)
+        filtering_ray_ids(model, rays, bbox_only=False)
         model.upsample_volume_grid([20, 19, 18])
         if nonfinite_parameters(model):
             raise SystemExit("parameters turned non-finite")

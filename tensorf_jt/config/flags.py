@@ -16,6 +16,7 @@ from tensorf_jt.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = REPO_ROOT / "configs" / "demo.txt"
+DEFAULT_DISTORTION_WEIGHT = 0.0  # docs/UNBOUNDED.md: 0, 0.001 and 0.01 measured on the room
 
 
 def config_parser() -> configargparse.ArgumentParser:
@@ -136,6 +137,14 @@ def config_parser() -> configargparse.ArgumentParser:
     add("--pose_format", type=str, default="c2w_opengl",
         help="own_data: how transform_matrix is written: c2w_opengl (instant-ngp, the default), c2w_opencv, "
              "w2c_opengl or w2c_opencv")
+    add("--unbounded", type=int, default=-1,
+        help="1: the scene goes on beyond its box (a capture with its room or sky): the box is the foreground "
+             "and the rest of space is contracted around it; 0: bounded, as the reference; -1: as the dataset "
+             "says (own_data: transforms.json's 'unbounded'; llff without NDC: cameras around the object)")
+    add("--contraction", type=str, default="inf",
+        help="unbounded scenes: the norm of the scene contraction, inf (a cube around the box) or l2 (a sphere)")
+    add("--distortion_weight", type=float, default=DEFAULT_DISTORTION_WEIGHT,
+        help="unbounded scenes: weight of mip-NeRF 360's distortion loss (0: off, the default)")
     add("--demo_image_size", type=int, default=100, help="demo scene: image width and height in pixels")
     add("--demo_n_train", type=int, default=60, help="demo scene: number of training views")
     add("--demo_n_test", type=int, default=8, help="demo scene: number of test views")

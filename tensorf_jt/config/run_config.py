@@ -32,7 +32,7 @@ IGNORED_BY_REFERENCE = {
 # The names model_name and dataset_name accept: the keys of ``models.MODELS`` and
 # ``dataLoader.dataset_dict`` (a test keeps them equal; the config layer imports neither).
 MODEL_NAMES = ("TensorVMSplit", "TensorVM", "TensorCP")
-DATASET_NAMES = ("blender", "llff", "nsvf", "tankstemple", "own_data", "demo")
+DATASET_NAMES = ("blender", "llff", "nsvf", "tankstemple", "own_data", "demo", "demo_room")
 # The values pose_format accepts: ``dataLoader.conventions.POSE_FORMATS`` (a test keeps them equal).
 POSE_FORMATS = ("c2w_opengl", "c2w_opencv", "w2c_opengl", "w2c_opencv")
 
@@ -51,7 +51,7 @@ MAY_CHANGE_ON_RESUME = frozenset({
 class DataConfig:
     """Which scene, and how its images are read."""
 
-    dataset_name: str  # blender, llff, nsvf, tankstemple, own_data or demo
+    dataset_name: str  # blender, llff, nsvf, tankstemple, own_data, demo or demo_room
     datadir: str
     downsample_train: float  # image size divisor of the training split
     downsample_test: Optional[float]  # of the other splits; None: downsample_train
@@ -63,6 +63,7 @@ class DataConfig:
     scene_bbox: Optional[Tuple[float, ...]]  # xmin ymin zmin xmax ymax zmax instead of the dataset's box
     near_far: Optional[Tuple[float, float]]  # instead of the dataset's near/far
     pose_format: str  # own_data: how its transform_matrix is written
+    unbounded: int  # 1: contracted beyond the box, 0: bounded, -1: as the dataset says
 
     def downsample(self, split: str) -> float:
         """The image size divisor of ``split``."""
@@ -91,6 +92,7 @@ class ModelConfig:
     alpha_mask_thre: float  # alphaMask_thres
     step_ratio: float
     nSamples: int  # upper bound on samples per ray (1e6: set by the grid alone)
+    contraction: str  # unbounded scenes: the contraction's norm (scene_contraction)
     ckpt: Optional[str]  # model to start training from, or to render
 
 
@@ -116,6 +118,7 @@ class ScheduleConfig:
     N_voxel_final: int
     upsamp_list: Tuple[int, ...]
     update_AlphaMask_list: Tuple[int, ...]
+    distortion_weight: float  # unbounded scenes: mip-NeRF 360's distortion loss
 
     @property
     def decay_iters(self) -> int:
@@ -292,6 +295,17 @@ def _validate(config: RunConfig) -> None:
     if not 0 < config.viewer.viewer_port < 65536:
         raise ConfigError(f"viewer_port must be a port number (1-65535), got {config.viewer.viewer_port}.")
     check_kernels(runtime.kernels)
+    if data.unbounded not in (-1, 0, 1):
+        raise ConfigError(f"unbounded must be 1 (contract the space beyond the box), 0 (bounded) or -1 (as the "
+                          f"dataset says), got {data.unbounded}.")
+    if data.unbounded == 1 and data.ndc_ray:
+        raise ConfigError("unbounded = 1 contracts the space around a foreground box, but ndc_ray = 1 maps a "
+                          "forward-facing scene into NDC: use one or the other (a capture around its object: "
+                          "ndc_ray = 0, unbounded = 1).")
+    if model.contraction not in ("inf", "l2"):
+        raise ConfigError(f"contraction must be 'inf' or 'l2', got '{model.contraction}'.")
+    if schedule.distortion_weight < 0:
+        raise ConfigError(f"distortion_weight must not be negative, got {schedule.distortion_weight}.")
     if render.N_vis != 0 and render.vis_every <= 0:
         raise ConfigError(f"vis_every must be positive when N_vis is not 0, got {render.vis_every}.")
     if data.downsample_train <= 0 or (data.downsample_test is not None and data.downsample_test <= 0):

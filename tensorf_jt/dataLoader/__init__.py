@@ -7,6 +7,7 @@
 - ``own_data``: instant-ngp ``transforms*.json``, e.g. from COLMAP (``own_data.OwnDataDataset``)
 - ``demo``: ours, the procedural scene, generated into ``datadir`` on first use and then
   read by the blender loader (it is written in that layout)
+- ``demo_room``: the same objects in a room, an unbounded scene, read by the own_data loader
 
 Every loader follows one interface (``docs/DATASETS.md`` describes the folder layouts):
 
@@ -69,11 +70,14 @@ dataset_dict = {
     "tankstemple": TanksTempleDataset,
     "own_data": OwnDataDataset,
     "demo": BlenderDataset,
+    "demo_room": OwnDataDataset,
 }
 
 
 def demo_spec(data: DataConfig) -> DemoSceneSpec:
-    return DemoSceneSpec(image_size=data.demo_image_size, n_train=data.demo_n_train, n_test=data.demo_n_test)
+    """The built-in scene ``data`` asks for: the objects alone (``demo``) or in their room (``demo_room``)."""
+    return DemoSceneSpec(image_size=data.demo_image_size, n_train=data.demo_n_train, n_test=data.demo_n_test,
+                         room=data.dataset_name == "demo_room")
 
 
 def prepare_dataset(data: DataConfig) -> bool:
@@ -81,7 +85,7 @@ def prepare_dataset(data: DataConfig) -> bool:
 
     Returns True when a scene was generated.
     """
-    if data.dataset_name == "demo":
+    if data.dataset_name in ("demo", "demo_room"):
         return ensure_generated(data.datadir, demo_spec(data))
     return False
 
@@ -93,10 +97,18 @@ def load_split(data: DataConfig, split: str, is_stack: bool) -> BlenderDataset:
     set, replace the loader's box and near/far; ``own_data`` also takes ``data.pose_format``.
     """
     loader = dataset_dict[data.dataset_name]
+    if loader is LLFFDataset:
+        dataset = loader(data.datadir, split=split, downsample=data.downsample(split), is_stack=is_stack,
+                         unbounded=0 if data.ndc_ray else data.unbounded)
+        return _with_overrides(dataset, data)
     if loader is OwnDataDataset:
         return loader(data.datadir, split=split, downsample=data.downsample(split), is_stack=is_stack,
                       scene_bbox=data.scene_bbox, near_far=data.near_far, pose_format=data.pose_format)
-    dataset = loader(data.datadir, split=split, downsample=data.downsample(split), is_stack=is_stack)
+    return _with_overrides(loader(data.datadir, split=split, downsample=data.downsample(split), is_stack=is_stack), data)
+
+
+def _with_overrides(dataset, data: DataConfig):
+    """``dataset`` with ``data.scene_bbox`` and ``data.near_far`` in place of its own, where set."""
     sources = []
     if data.scene_bbox is not None:
         dataset.scene_bbox = np.array(data.scene_bbox, dtype=np.float32).reshape(2, 3)

@@ -98,7 +98,7 @@ def _pinhole_of(camera: Camera) -> Pinhole:
     return Pinhole(camera.width, camera.height, fx, fy, cx, cy)
 
 
-def _view_points(images: list[Image], point_ids: np.ndarray) -> list[np.ndarray]:
+def view_points(images: list[Image], point_ids: np.ndarray) -> list[np.ndarray]:
     """For each image, the indices (into ``point_ids``) of the sparse points it observes."""
     index_of = {int(point_id): i for i, point_id in enumerate(point_ids)}
     views = []
@@ -178,7 +178,7 @@ def convert(scene_dir: str | None = None, model_dir: str | None = None, images_d
 
     c2w_opengl = np.stack([image.camera_to_world() for image in images]) @ _FLIP_YZ
     points = model.points
-    views = _view_points(images, points.ids)
+    views = view_points(images, points.ids)
     similarity, box, near_far, keep = fit_scene(c2w_opengl, points.xyz, points.track_lengths, views, target,
                                                 normalize, min_track)
     poses = scene_fit.transform_poses(similarity, c2w_opengl)
@@ -191,6 +191,12 @@ def convert(scene_dir: str | None = None, model_dir: str | None = None, images_d
         "aabb": box.tolist(), "near_far": [float(near_far[0]), float(near_far[1])],
         "colmap_to_world": similarity.tolist(),
     }
+    beyond = scene_fit.sees_beyond_box(scene_fit.transform_points(similarity, points.xyz), points.track_lengths,
+                                       poses, box, min_track) if len(points.xyz) else None
+    if beyond is not None:
+        content["unbounded"] = True
+        notes.append(f"A capture around its object, and {beyond}: marked \"unbounded\": true, so training "
+                     "models the space beyond the box too (--unbounded 0 trains the box alone).")
     if keep.any():
         write_ply(os.path.join(out_dir, POINTS_FILE), scene_fit.transform_points(similarity, points.xyz[keep]),
                   points.rgb[keep])

@@ -10,6 +10,12 @@ The output is exactly the blender layout -- ``transforms_{train,val,test}.json``
 ``camera_angle_x`` and Blender/OpenGL camera-to-world matrices, straight-alpha RGBA PNGs on a
 transparent background -- plus ground-truth depth for test views (``depth_path`` entries,
 float32 ``.npy`` ray distances, 0 where the ray misses). Rendering is deterministic.
+
+With ``room`` the same objects stand in a room (``dataset_name = demo_room``): papered walls
+``ROOM_HALF_WIDTH`` from the centre, a tiled floor, a ceiling, and the cameras inside it, closer
+than in the plain scene -- the kind of capture a phone walked around an object makes. Every
+pixel then sees something; the box [-1.5, 1.5]^3 holds the objects only, and the files say
+``"unbounded": true`` along with that box and near/far (the own_data layout's keys).
 """
 from __future__ import annotations
 
@@ -25,6 +31,9 @@ import numpy as np
 from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV, focal_from_fov, get_ray_directions
 
 SCENE_VERSION = 1
+ROOM_HALF_WIDTH, ROOM_FLOOR, ROOM_CEILING = 6.0, -0.85, 4.0
+ROOM_OBJECT_BOX = ((-1.5, -1.5, -1.5), (1.5, 1.5, 1.5))
+ROOM_NEAR_FAR = (0.5, 16.0)
 SPEC_FILE = "demo_scene.json"
 _EPS = 1e-4
 _LIGHT = np.array([0.45, -0.35, 1.0]) / np.linalg.norm([0.45, -0.35, 1.0])
@@ -42,6 +51,7 @@ class DemoSceneSpec:
     camera_angle_x: float = 0.6911112070083618  # the NeRF-synthetic scenes' field of view
     supersampling: int = 3
     test_elevation_deg: float = 30.0
+    room: bool = False  # the objects inside a room (an unbounded scene)
 
 
 # ------------------------------------------------------------------ geometry
@@ -116,19 +126,36 @@ _COLUMN = (np.array([0.55, -0.6]), 0.22, -0.7, 0.55)
 _PLATFORM = (np.array([0.0, 0.0]), 1.25, -0.8, -0.7)
 
 
-def _intersections(o: np.ndarray, d: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    return [
+def _room(o, d):
+    """The inside of the room: where each ray (from inside) leaves it, and the inward normal."""
+    low = np.array([-ROOM_HALF_WIDTH, -ROOM_HALF_WIDTH, ROOM_FLOOR])
+    high = np.array([ROOM_HALF_WIDTH, ROOM_HALF_WIDTH, ROOM_CEILING])
+    safe = np.where(np.abs(d) < 1e-12, 1e-12, d)
+    exits = np.maximum((low - o) / safe, (high - o) / safe)
+    axis = exits.argmin(1)
+    rows = np.arange(o.shape[0])
+    normal = np.zeros_like(o)
+    normal[rows, axis] = -np.sign(d[rows, axis])
+    return exits[rows, axis], normal
+
+
+_ROOM_ID = 5
+
+
+def _intersections(o: np.ndarray, d: np.ndarray, room: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    hits = [
         _cylinder(o, d, *_PLATFORM),
         _sphere(o, d, *_BIG_SPHERE),
         _box(o, d, *_BOX),
         _cylinder(o, d, *_COLUMN),
         _sphere(o, d, *_SMALL_SPHERE),
     ]
+    return hits + [_room(o, d)] if room else hits
 
 
-def _closest_hit(o: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _closest_hit(o: np.ndarray, d: np.ndarray, room: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Nearest hit of each ray: distance (inf = miss), object id, surface normal."""
-    hits = _intersections(o, d)
+    hits = _intersections(o, d, room)
     distances = np.stack([t for t, _ in hits], axis=1)
     object_id = distances.argmin(1)
     rows = np.arange(o.shape[0])
@@ -172,15 +199,25 @@ def _albedo(object_id: np.ndarray, points: np.ndarray, normals: np.ndarray) -> n
     paint(object_id == 3, (0.16, 0.58, 0.24), (0.86, 0.92, 0.80), np.floor(z / 0.08) % 2 == 0)
     # Small glossy ball.
     colour[object_id == 4] = (0.52, 0.30, 0.74)
+    # Room: wallpaper of diamonds under a dado rail, plank floor, plain ceiling.
+    walls = (object_id == _ROOM_ID) & (np.abs(normals[:, 2]) < 0.5)
+    along = np.where(np.abs(normals[:, 0]) > 0.5, y, x)
+    paint(walls, (0.78, 0.70, 0.56), (0.45, 0.55, 0.66), _checker((along + z) / 0.7, (along - z) / 0.7))
+    colour[walls & (np.abs(z - 0.9) < 0.06)] = (0.30, 0.20, 0.14)
+    floor = (object_id == _ROOM_ID) & (normals[:, 2] > 0.5)
+    plank = np.floor(x / 0.45)
+    paint(floor, (0.55, 0.36, 0.20), (0.68, 0.47, 0.27), (plank + np.floor(y / 1.6 + 0.5 * plank)) % 2 == 0)
+    colour[(object_id == _ROOM_ID) & (normals[:, 2] < -0.5)] = (0.90, 0.90, 0.86)
     return colour
 
 
 _SPECULAR = {1: (0.35, 40.0), 4: (0.7, 80.0)}  # object id -> (strength, shininess)
 
 
-def _shade(o: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Colour [N, 3], coverage [N] (0/1) and hit distance [N] (0 = miss) of each ray."""
-    t, object_id, normals = _closest_hit(o, d)
+def _shade(o: np.ndarray, d: np.ndarray, room: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Colour [N, 3], coverage [N] (0/1) and hit distance [N] (0 = miss) of each ray. The light
+    shines into the room (the objects cast shadows, the room itself none)."""
+    t, object_id, normals = _closest_hit(o, d, room)
     hit = np.isfinite(t)
     colour = np.zeros_like(o)
     if hit.any():
@@ -219,9 +256,11 @@ def _on_sphere(radius: float, azimuth: np.ndarray, elevation: np.ndarray) -> np.
 
 def camera_positions(spec: DemoSceneSpec) -> dict[str, np.ndarray]:
     """Camera centres per split: train spread evenly over the upper hemisphere (Fibonacci
-    spiral, elevation 8-80 degrees), test on a ring at ``test_elevation_deg``, val in between."""
+    spiral, elevation 8-80 degrees; in the room 8-60, below its ceiling), test on a ring at
+    ``test_elevation_deg``, val in between."""
     k = np.arange(spec.n_train) + 0.5
-    sin_elevation = np.sin(np.deg2rad(8)) + (np.sin(np.deg2rad(80)) - np.sin(np.deg2rad(8))) * k / spec.n_train
+    top = np.deg2rad(60 if spec.room else 80)
+    sin_elevation = np.sin(np.deg2rad(8)) + (np.sin(top) - np.sin(np.deg2rad(8))) * k / spec.n_train
     train = _on_sphere(spec.camera_radius, np.pi * (3 - np.sqrt(5)) * k, np.arcsin(sin_elevation))
     test_azimuth = 2 * np.pi * (np.arange(spec.n_test) + 0.37) / spec.n_test
     test = _on_sphere(spec.camera_radius, test_azimuth, np.full(spec.n_test, np.deg2rad(spec.test_elevation_deg)))
@@ -241,7 +280,7 @@ def render_view(spec: DemoSceneSpec, c2w_blender: np.ndarray) -> tuple[np.ndarra
     directions = directions / np.linalg.norm(directions, axis=-1, keepdims=True)
     d = directions.reshape(-1, 3) @ c2w[:3, :3].T
     o = np.broadcast_to(c2w[:3, 3], d.shape)
-    colour, coverage, _ = _shade(o, d)
+    colour, coverage, _ = _shade(o, d, spec.room)
     colour = colour.reshape(size, s, size, s, 3).sum((1, 3))
     coverage = coverage.reshape(size, s, size, s).sum((1, 3))
     alpha = coverage / (s * s)
@@ -250,7 +289,7 @@ def render_view(spec: DemoSceneSpec, c2w_blender: np.ndarray) -> tuple[np.ndarra
     centre = get_ray_directions(size, size, (focal, focal))
     centre = centre / np.linalg.norm(centre, axis=-1, keepdims=True)
     d_centre = centre.reshape(-1, 3) @ c2w[:3, :3].T
-    _, _, depth = _shade(np.broadcast_to(c2w[:3, 3], d_centre.shape), d_centre)
+    _, _, depth = _shade(np.broadcast_to(c2w[:3, 3], d_centre.shape), d_centre, spec.room)
     return np.concatenate([rgb, alpha[..., None]], axis=-1), depth.reshape(size, size)
 
 
@@ -304,8 +343,11 @@ def generate(root: str, spec: DemoSceneSpec = DemoSceneSpec(), workers: int = 1)
         frames = [_write_view(*job) for job in jobs]
     for split in camera_positions(spec):
         split_frames = [frame for job, frame in zip(jobs, frames) if job[2] == split]
+        meta = {"camera_angle_x": spec.camera_angle_x, "frames": split_frames}
+        if spec.room:
+            meta.update(aabb=[list(corner) for corner in ROOM_OBJECT_BOX], near_far=list(ROOM_NEAR_FAR), unbounded=True)
         with open(os.path.join(root, f"transforms_{split}.json"), "w", encoding="utf-8") as handle:
-            json.dump({"camera_angle_x": spec.camera_angle_x, "frames": split_frames}, handle, indent=2)
+            json.dump(meta, handle, indent=2)
     with open(spec_path, "w", encoding="utf-8") as handle:
         json.dump(_expected_spec(spec), handle, indent=2)
     return root

@@ -17,6 +17,12 @@ is the reference's 120-view spiral. Differences: the image folder follows ``down
 (``images_4`` for 4, ``images`` for 1, ``images_N`` for other integers, ``images`` resized for
 fractional factors) where the reference always reads ``images_4``; files that are not
 images are ignored.
+
+A 360-degree capture in this format (cameras around their object, as in mip-NeRF 360's
+scenes) is read with world-space rays instead (``unbounded``: 1, or -1 and the cameras orbit
+a common focus: ``scene_fit.orbits_focus``): the scene box is then the cube around the focus that holds every camera --
+the foreground of an unbounded scene, as mip-NeRF 360 normalises it --, near is 0.9 x the
+nearest depth bound, and the render path orbits the focus at the cameras' distance.
 """
 from __future__ import annotations
 
@@ -26,13 +32,15 @@ import numpy as np
 
 from tensorf_jt.dataLoader.camera_checks import check_pose, check_positive
 from tensorf_jt.dataLoader.views import ViewDataset, read_all_pixels, resize_pixels
-from tensorf_jt.dataLoader.camera_paths import average_pose, spiral_path
+from tensorf_jt.dataLoader.camera_paths import average_pose, orbit_path, spiral_path
+from tensorf_jt.dataLoader.scene_fit import orbits_focus, surrounds_focus
 from tensorf_jt.errors import DatasetError
-from tensorf_jt.rendering.rays import get_ray_directions_blender
+from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV, get_ray_directions_blender
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
 NDC_NEAR = 1.0  # the near plane of the NDC projection, in units of the rescaled scene
 BOUNDS_MARGIN = 0.75  # the nearest bound is scaled to 1 / 0.75
+FOREGROUND_PADDING = 1.05  # a 360 capture's foreground cube: the cameras' reach from the focus, padded
 
 
 def list_images(folder: str) -> list[str]:
@@ -103,7 +111,7 @@ class LLFFDataset(ViewDataset):
     all_depths = None
 
     def __init__(self, datadir: str, split: str = "train", downsample: float = 4.0, is_stack: bool = False,
-                 hold_every: int = 8) -> None:
+                 hold_every: int = 8, unbounded: int = 0) -> None:
         if downsample <= 0:
             raise DatasetError(f"downsample must be positive, got {downsample}.")
         if int(hold_every) != hold_every or hold_every < 1:
@@ -114,6 +122,8 @@ class LLFFDataset(ViewDataset):
         poses_bounds = read_poses_bounds(os.path.join(datadir, "poses_bounds.npy"))
         all_paths = self._image_paths(len(poses_bounds))
         self._read_cameras(poses_bounds)
+        if unbounded == 1 or (unbounded == -1 and orbits_focus(self.all_poses)):
+            self._use_world_rays("--unbounded 1" if unbounded == 1 else "cameras around their focus")
 
         test_ids = np.arange(0, len(all_paths), self.hold_every)
         ids = test_ids if split != "train" else np.setdiff1d(np.arange(len(all_paths)), test_ids)
@@ -164,6 +174,18 @@ class LLFFDataset(ViewDataset):
         self.render_path = spiral_path(centred, self.near_fars, n_views=120).astype(np.float32)
         self.directions = get_ray_directions_blender(h, w, self.focal)
 
+    def _use_world_rays(self, source: str) -> None:
+        """Read the scene as an unbounded 360-degree capture (see the module's docstring)."""
+        focus, _ = surrounds_focus(self.all_poses)
+        reach = np.abs(self.all_poses[:, :3, 3] - focus).max() * FOREGROUND_PADDING
+        self.scene_bbox = np.stack([focus - reach, focus + reach]).astype(np.float32)
+        self.near_far = [float(0.9 * self.near_fars.min()), float(1.1 * self.near_fars.max())]
+        self.bounds_source = "box around the cameras, near from the depth bounds"
+        self.white_bg = False
+        self.unbounded, self.unbounded_source = True, source
+        opencv = orbit_path(self.all_poses @ BLENDER_TO_OPENCV, focus, n_views=120)
+        self.render_path = (opencv @ BLENDER_TO_OPENCV).astype(np.float32)
+
     def _load_images(self) -> None:
         w, h = self.img_wh
 
@@ -181,4 +203,5 @@ class LLFFDataset(ViewDataset):
         pixels, scales = zip(*read_all_pixels(self.image_paths, fit=fit))
         poses = self.all_poses[self.image_ids]
         self.poses = poses.astype(np.float32)
-        self.store_views(pixels, scales, poses, self.directions, ndc=(self.focal[0], NDC_NEAR))
+        self.store_views(pixels, scales, poses, self.directions,
+                         ndc=None if self.unbounded else (self.focal[0], NDC_NEAR))

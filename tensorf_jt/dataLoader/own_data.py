@@ -207,6 +207,13 @@ class OwnDataDataset(ViewDataset):
         self.scene_bbox = box.astype(np.float32)
         self.near_far = [float(bounds[0]), float(bounds[1])]
         self.bounds_source = ", ".join(sources)
+        if "unbounded" in meta:
+            if not isinstance(meta["unbounded"], bool):
+                raise DatasetError(f"'{path}': 'unbounded' must be true or false (a JSON boolean), got "
+                                   f"{meta['unbounded']!r}. Write \"unbounded\": true for a capture whose room or "
+                                   "sky reaches beyond the box, or remove the key.")
+            self.unbounded = meta["unbounded"]
+            self.unbounded_source = f"'unbounded' of '{os.path.basename(path)}'"
 
     def _warn_about_distortion(self, meta: dict) -> None:
         coefficients = {key: _number(meta, key, self.transforms_path) for key in DISTORTION_KEYS}

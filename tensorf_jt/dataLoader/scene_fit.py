@@ -19,6 +19,10 @@ near/far bound the ray distances the scene can have: ``NEAR_MARGIN`` times the c
 ``FAR_MARGIN`` times the farthest camera-to-point distance over all views (without points,
 the distances to the box). Rays are sampled only between near and far *and* inside the box,
 so near/far trim the box where no camera saw anything in front (floaters near the cameras).
+
+A capture around its object that sees beyond its box (``sees_beyond_box``: many sparse
+points outside it, or cameras standing in it) holds a room or landscape too: the converter
+marks it unbounded (``dataLoader.scene_mode``).
 Only numpy is imported here.
 """
 from __future__ import annotations
@@ -33,6 +37,9 @@ OUTLIER_REACH = 0.25
 PADDING = 0.05
 FRUSTA_SHARE = 0.9
 NEAR_MARGIN, FAR_MARGIN = 0.8, 1.25
+BACKGROUND_SHARE = 0.2  # of the sparse points outside the box: the capture is unbounded
+CAMERA_REACH = 1.25  # cameras within this many box half-sizes of its centre look out of it
+ORBIT_MIN_DEGREES = 60.0  # of azimuth around the focus that a 360-degree capture's cameras span at least
 BOX_SIDE = 3.0  # the largest side of the normalised box: own_data's default [-1.5, 1.5]^3
 
 
@@ -76,6 +83,23 @@ def surrounds_focus(c2w_opengl: np.ndarray) -> tuple[np.ndarray, bool]:
     return focus, bool(in_front.mean() >= 0.9)
 
 
+def orbits_focus(c2w_opengl: np.ndarray) -> bool:
+    """Whether the cameras orbit their focus (a 360-degree capture, or an arc of one) rather than
+    all face one way as a forward-facing capture's do, whose axes may converge too: object-centred
+    (``surrounds_focus``) and spread around the focus over ``ORBIT_MIN_DEGREES`` of azimuth about
+    the up axis."""
+    focus, surrounded = surrounds_focus(c2w_opengl)
+    if not surrounded:
+        return False
+    up = up_vector(c2w_opengl)
+    across = np.cross(up, np.eye(3)[np.argmin(np.abs(up))])
+    across /= np.linalg.norm(across)
+    offsets = c2w_opengl[:, :3, 3] - focus
+    azimuth = np.sort(np.degrees(np.arctan2(offsets @ np.cross(up, across), offsets @ across)))
+    gaps = np.diff(np.concatenate([azimuth, azimuth[:1] + 360.0]))
+    return bool(360.0 - gaps.max() >= ORBIT_MIN_DEGREES)
+
+
 def up_vector(c2w_opengl: np.ndarray) -> np.ndarray:
     """The cameras' mean up direction (OpenGL +y), unit length; +z if they cancel out."""
     up = c2w_opengl[:, :3, 1].mean(0)
@@ -92,6 +116,25 @@ def scene_points(xyz: np.ndarray, track_lengths: np.ndarray, c2w_opengl: np.ndar
         reach = np.median(np.linalg.norm(c2w_opengl[:, :3, 3] - focus, axis=-1))
         keep &= np.linalg.norm(xyz - focus, axis=-1) < reach
     return keep
+
+
+def sees_beyond_box(xyz: np.ndarray, track_lengths: np.ndarray, c2w_opengl: np.ndarray, box: np.ndarray,
+                    min_track: int = MIN_TRACK) -> str | None:
+    """Why a capture around its object (``orbits_focus``) also sees the space beyond ``box`` (a room, a
+    landscape) -- ``BACKGROUND_SHARE`` of its well-tracked sparse points lie outside the box, or
+    half its cameras stand within ``CAMERA_REACH`` times the box (each of those looks out of
+    the box over much of its view) -- or None when it does not, or is no such capture."""
+    if not orbits_focus(c2w_opengl):
+        return None
+    tracked = np.asarray(xyz)[np.asarray(track_lengths) >= min_track]
+    outside = float(np.any((tracked < box[0]) | (tracked > box[1]), axis=1).mean()) if len(tracked) else 0.0
+    if outside >= BACKGROUND_SHARE:
+        return f"{100 * outside:.0f}% of the sparse points lie beyond the box"
+    centre, half = box.mean(0), (box[1] - box[0]) / 2
+    within = float((np.abs(c2w_opengl[:, :3, 3] - centre) <= CAMERA_REACH * half).all(1).mean())
+    if within >= 0.5:
+        return f"{100 * within:.0f}% of the cameras stand within the box or close to it"
+    return None
 
 
 def fit_box_to_points(xyz: np.ndarray) -> np.ndarray:

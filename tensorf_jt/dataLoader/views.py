@@ -136,6 +136,10 @@ class ViewDataset:
     composite_alpha = True
     # Whether ``poses`` follow OpenGL (LLFF) rather than OpenCV axes.
     poses_are_opengl = False
+    # Whether the scene goes on beyond ``scene_bbox`` (a capture with its room or sky), and why
+    # the loader says so ('' when it does not).
+    unbounded = False
+    unbounded_source = ""
     # The pinhole camera at the loaded size: [[fx, 0, cx], [0, fy, cy], [0, 0, 1]].
     intrinsics: np.ndarray
 

@@ -4,7 +4,9 @@ As in the reference (``export_mesh``): the dense alpha on the model's grid, the 
 alpha 0.005, triangles wound counter-clockwise seen from outside. Two differences: vertices are
 placed at the grid's true spacing (the reference divides the box by N instead of N - 1 voxels,
 which shrinks the mesh towards the box's minimum corner by one voxel across its width), and
-every vertex gets a colour. Written as binary little-endian PLY without extra dependencies.
+every vertex gets a colour. An unbounded model's mesh is its foreground's (the box it was
+trained with): the background shell holds the room, not an object. Written as binary
+little-endian PLY without extra dependencies.
 """
 from __future__ import annotations
 
@@ -36,7 +38,10 @@ def extract_surface(model: TensorBase, level: float = LEVEL) -> tuple[np.ndarray
     scikit-image's normals are gradients in index space; dividing by the voxel size turns
     them into world-space normals (they differ when voxels are not cubes).
     """
-    alpha, _ = model.getDenseAlpha()
+    # An unbounded model's surface is its foreground's: model space [-1, 1]^3, where contraction
+    # is the identity up to the box's scale; its background shell is no object.
+    box = model.aabb if not model.unbounded else np.array([[-1.0] * 3, [1.0] * 3], dtype=np.float32)
+    alpha, _ = model.getDenseAlpha(box=box) if model.unbounded else model.getDenseAlpha()
     alpha = alpha.numpy()
     peak = float(alpha.max())
     if not float(alpha.min()) < level < peak:
@@ -44,11 +49,16 @@ def extract_surface(model: TensorBase, level: float = LEVEL) -> tuple[np.ndarray
             f"No surface to export: the model's opacity on its {list(alpha.shape)} grid lies in "
             f"[{float(alpha.min()):.3g}, {peak:.3g}], which never crosses the level {level}. "
             "Export a trained checkpoint.")
-    voxel = model.aabbSize / (np.asarray(alpha.shape, dtype=np.float32) - 1)
+    voxel = (box[1] - box[0]) / (np.asarray(alpha.shape, dtype=np.float32) - 1)
     verts, faces, normals, _ = measure.marching_cubes(alpha, level=level, spacing=tuple(float(v) for v in voxel))
     normals = normals / voxel
+    if model.unbounded:
+        normals = normals / model.contraction.half_size  # model space is the world box scaled per axis
+        verts = model.contraction.to_world(verts + box[0])
+    else:
+        verts = verts + box[0]
     normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
-    vertices = (verts + model.aabb[0]).astype(np.float32)
+    vertices = verts.astype(np.float32)
     # scikit-image winds triangles clockwise seen from the low-opacity side (outside here).
     return vertices, np.ascontiguousarray(faces[:, ::-1], dtype=np.int32), normals.astype(np.float32)
 
@@ -63,7 +73,7 @@ def vertex_colors(model: TensorBase, vertices: np.ndarray, normals: np.ndarray, 
     colors = []
     with jt.no_grad():
         for start in range(0, vertices.shape[0], chunk):
-            points = model.normalize_coord(jt.array(vertices[start:start + chunk]))
+            points = model.normalize_coord(model.model_points(jt.array(vertices[start:start + chunk])))
             viewdirs = jt.array(-normals[start:start + chunk])
             rgb = model.renderModule(points, viewdirs, model.compute_appfeature(points))
             colors.append(rgb.numpy())

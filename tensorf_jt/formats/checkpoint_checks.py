@@ -124,6 +124,24 @@ def check_model_kwargs(kwargs, source: str) -> None:
             raise CheckpointError(f"{where}.{key} should be text, found {_shown(kwargs[key])}.")
     if kwargs.get("shadingMode", SHADING_MODES[0]) not in SHADING_MODES:
         raise CheckpointError(f"{where}.shadingMode '{kwargs['shadingMode']}' is not one of {', '.join(SHADING_MODES)}.")
+    _check_contraction(kwargs, where)
+
+
+def _check_contraction(kwargs: dict, where: str) -> None:
+    """An unbounded model's ``scene_contraction`` (a norm's name) and ``foreground_aabb`` (a box), both or neither."""
+    from tensorf_jt.rendering.contraction import NORMS
+
+    present = [key for key in ("scene_contraction", "foreground_aabb") if key in kwargs]
+    if len(present) == 1:
+        raise CheckpointError(f"{where} has {present[0]} without "
+                              f"{'foreground_aabb' if present[0] == 'scene_contraction' else 'scene_contraction'}: "
+                              "an unbounded model needs both.")
+    if not present:
+        return
+    if kwargs["scene_contraction"] not in NORMS:
+        raise CheckpointError(f"{where}.scene_contraction should be one of {', '.join(NORMS)}, "
+                              f"found {_shown(kwargs['scene_contraction'])}.")
+    _box(kwargs["foreground_aabb"], f"{where}.foreground_aabb")
 
 
 def check_state_dict(state_dict, source: str) -> None:

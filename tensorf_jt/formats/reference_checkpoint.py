@@ -115,6 +115,10 @@ def _alpha_mask_entries(raw: dict, source: str) -> dict:
 def to_reference(model: TensorBase) -> dict:
     """What the reference's ``TensorBase.save`` would write for ``model``; tensors as ``jt.Var``,
     the packed alpha mask as a numpy array (the reference unpacks it with numpy)."""
+    if model.unbounded:
+        raise CheckpointError("An unbounded model cannot be exported: the reference has no scene contraction, so it "
+                              "would render the contracted grid as if it were the world. Render it here with "
+                              "render.py, or train with --unbounded 0 for a checkpoint the reference can use.")
     if model.shadingMode == "MLP_PE":
         raise CheckpointError(f"An MLP_PE model cannot be exported: {_MLP_PE_DEFECT}, so no reference code can "
                               "render it.")

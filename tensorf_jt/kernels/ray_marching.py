@@ -1,4 +1,5 @@
-"""Fused ray marching: samples, box and alpha-grid tests and packing in one kernel.
+"""Fused ray marching: samples, box and alpha-grid tests and packing in one kernel, for rays
+through a box (``march_rays``) and for unbounded rays (``march_unbounded``).
 
 Replaces the reference path's dense [R, S] sample grid plus boolean-mask gathers: only the
 samples that can hold density leave the kernel, grouped by ray with per-ray offsets, so all
@@ -15,15 +16,17 @@ from tensorf_jt.kernels.source import device_code
 
 @dataclass
 class PackedSamples:
-    """Kept samples of R rays. xyz [N, 3] world positions, z [N] distance along the ray,
-    dist [N] gap to the ray's next sample (0 after its last), ray_index [N] int32 (sorted),
-    ray_offsets [R + 1] int32: ray r owns entries ray_offsets[r]:ray_offsets[r + 1]."""
+    """Kept samples of R rays. xyz [N, 3] model-space positions, z [N] distance along the ray,
+    dist [N] gap to the ray's next sample, ray_index [N] int32 (sorted), ray_offsets [R + 1]
+    int32: ray r owns entries ray_offsets[r]:ray_offsets[r + 1]; for unbounded rays, ordinal
+    [N] int32: each sample's place in its ray's sequence (kept or not), else None."""
 
     xyz: jt.Var
     z: jt.Var
     dist: jt.Var
     ray_index: jt.Var
     ray_offsets: jt.Var
+    ordinal: jt.Var | None = None
 
     @property
     def count(self) -> int:
@@ -67,6 +70,26 @@ _MARCH_GLUE = _RAY_STEPS + """
     dist->set_shape({kept});
     ray_index->set_shape({kept});
 """
+_UNBOUNDED_GLUE = _ALPHA + """
+    UnboundedSteps steps;
+    steps.origins = rays_o_p; steps.directions = rays_d_p; steps.jitters = jitter_p;
+    steps.enters = t_enter_p; steps.exits = t_exit_p;
+    for (int a = 0; a < 3; ++a) {
+        steps.contraction.center[a] = (float)data["contract_center" + std::to_string(a)];
+        steps.contraction.inv_half[a] = (float)data["contract_inv_half" + std::to_string(a)];
+    }
+    steps.contraction.l2 = data["contract_l2"] > 0;
+    steps.near = (float)data["near"]; steps.step = (float)data["step"];
+    steps.inv_background = (float)data["inv_background"];
+    steps.n_linear = (int)data["n_linear"]; steps.n_background = (int)data["n_background"];
+    long kept = march_unbounded_$device(steps, alpha, rays_o_shape0, xyz_p, z_p, dist_p, ray_index_p, ordinal_p,
+                                        ray_offsets_p);
+    xyz->set_shape({kept, 3});
+    z->set_shape({kept});
+    dist->set_shape({kept});
+    ray_index->set_shape({kept});
+    ordinal->set_shape({kept});
+"""
 _HIT_GLUE = _RAY_STEPS + """
     rays_hit_alpha_$device(steps, alpha, rays_o_shape0, hit_p);
 """
@@ -87,9 +110,7 @@ def march_rays(rays_o: jt.Var, rays_d: jt.Var, t_start: jt.Var, jitter: jt.Var, 
     volume, data = _alpha_inputs(alpha_mask)
     data.update(step_size=float(step_size), n_samples=float(n_samples))
     if capacity == 0:
-        empty = jt.zeros((0,), dtype="float32")
-        return PackedSamples(jt.zeros((0, 3), dtype="float32"), empty, empty, jt.zeros((0,), dtype="int32"),
-                             jt.zeros((n_rays + 1,), dtype="int32"))
+        return _empty_pack(n_rays, with_ordinal=False)
     outputs = device_code(
         [("xyz", (-capacity, 3), "float32"), ("z", (-capacity,), "float32"), ("dist", (-capacity,), "float32"),
          ("ray_index", (-capacity,), "int32"), ("ray_offsets", (n_rays + 1,), "int32")],
@@ -98,6 +119,37 @@ def march_rays(rays_o: jt.Var, rays_d: jt.Var, t_start: jt.Var, jitter: jt.Var, 
     for var in outputs:
         var.stop_grad()
     return PackedSamples(*outputs)
+
+
+def _empty_pack(n_rays: int, with_ordinal: bool) -> PackedSamples:
+    empty = jt.zeros((0,), dtype="float32")
+    index = jt.zeros((0,), dtype="int32")
+    return PackedSamples(jt.zeros((0, 3), dtype="float32"), empty, empty, index, jt.zeros((n_rays + 1,), dtype="int32"),
+                         index if with_ordinal else None)
+
+
+def march_unbounded(rays_o: jt.Var, rays_d: jt.Var, jitter: jt.Var, t_enter: jt.Var, t_exit: jt.Var, alpha_mask,
+                    n_linear: int, n_background: int, data: dict) -> PackedSamples:
+    """Packed samples of unbounded rays [R, 3] + [R, 3] (``rendering.samplers.UnboundedSampler``
+    describes them; ``data`` holds its settings and contraction; t_enter [R] where the rays
+    enter the foreground box, +inf for those that miss it, t_exit [R] where their background
+    runs start), kept where the alpha grid, if any, is occupied; positions in model space."""
+    n_rays = rays_o.shape[0]
+    capacity = n_rays * (n_linear + n_background)
+    if capacity == 0:
+        return _empty_pack(n_rays, with_ordinal=True)
+    volume, alpha = _alpha_inputs(alpha_mask)
+    outputs = device_code(
+        [("xyz", (-capacity, 3), "float32"), ("z", (-capacity,), "float32"), ("dist", (-capacity,), "float32"),
+         ("ray_index", (-capacity,), "int32"), ("ordinal", (-capacity,), "int32"),
+         ("ray_offsets", (n_rays + 1,), "int32")],
+        {"rays_o": rays_o, "rays_d": rays_d, "jitter": jitter, "t_enter": t_enter, "t_exit": t_exit,
+         "alpha_volume": volume},
+        "ray_marching", _UNBOUNDED_GLUE, {**alpha, **data})
+    for var in outputs:
+        var.stop_grad()
+    xyz, z, dist, ray_index, ordinal, ray_offsets = outputs
+    return PackedSamples(xyz, z, dist, ray_index, ray_offsets, ordinal)
 
 
 def rays_hit_alpha(rays_o: jt.Var, rays_d: jt.Var, t_start: jt.Var, alpha_mask, step_size: float,

@@ -1,10 +1,18 @@
-"""The radiance-field model around a tensor decomposition: sampling, masking, shading, compositing.
+"""The radiance field around a tensor decomposition, and the model that renders it.
 
-``TensorBase`` owns everything that is not the decomposition itself (reference
-``models/tensorBase.py``): the scene box and its sampling step, the alpha grid, the shading
-head, and the forward pass that ties them together. Subclasses provide the field through two
-narrow calls -- normalised points [N, 3] in, density features [N] or appearance features
-[N, app_dim] out -- plus the grid operations (upsample, shrink) and the regularisers.
+``TensorBase`` is the *field* of the reference's ``models/tensorBase.py``: the decomposed grids
+(subclasses provide them through two narrow calls -- normalised points [N, 3] in, density
+features [N] or appearance features [N, app_dim] out -- plus the grid operations and the
+regularisers), the density activation, the shading head and the alpha grid. It renders by
+composing three parts, each in its own module:
+
+- a *sampler* (``rendering.samplers``): where along each ray the field is evaluated, and which
+  samples may hold density -- ``BoxSampler`` for the reference's bounded scenes,
+  ``UnboundedSampler`` for scenes beyond a foreground box (``scene_contraction``), whose
+  positions are contracted into the grid's cube (``rendering.contraction``);
+- the field, evaluated at those samples (model space: the world for a bounded scene);
+- the *renderer* (``rendering.compositing``): weights from densities, pixels from weights,
+  dense for the reference path and packed for the fused kernels.
 """
 from __future__ import annotations
 
@@ -14,16 +22,15 @@ import numpy as np
 import jittor as jt
 from jittor import nn
 
-from tensorf_jt.kernels import check_kernels
-from tensorf_jt.rendering import compositing
-from tensorf_jt.rendering.alpha_grid import AlphaGridMask, binarize_alpha, occupied_bounds
 from tensorf_jt.errors import ConfigError
-from tensorf_jt.kernels.packed_compositing import composite_weights, segment_sum
-from tensorf_jt.kernels.ray_marching import march_rays, rays_hit_alpha
+from tensorf_jt.kernels import check_kernels
 from tensorf_jt.models.shading import build_shader
-from tensorf_jt.runtime.profiling import stage
-from tensorf_jt.rendering.sampling import ray_box_intersection, sample_along_rays, sample_along_rays_ndc, sample_distances
+from tensorf_jt.rendering import compositing, distortion as distortion_loss
+from tensorf_jt.rendering.alpha_grid import AlphaGridMask, binarize_alpha, occupied_bounds
+from tensorf_jt.rendering.contraction import MODEL_BOX, NORMS, SceneContraction
+from tensorf_jt.rendering.samplers import BoxSampler, UnboundedSampler, flat_indices
 from tensorf_jt.rendering.torch_numerics import linspace_f32
+from tensorf_jt.runtime.profiling import stage
 
 DENSITY_ACTIVATIONS = ("softplus", "relu")
 
@@ -54,35 +61,22 @@ def as_trainable(var: jt.Var) -> jt.Var:
     return leaf
 
 
-def _flat_indices(mask: jt.Var) -> jt.Var:
-    """Positions (int32) of the true entries of a boolean mask, flattened."""
-    return jt.where(mask.reshape(-1))[0]
-
-
-def kept_ray_ids(hit: np.ndarray, ray_ids: np.ndarray | None = None) -> np.ndarray:
-    """The numbers of the rays ``hit`` marks (``ray_ids[i]`` for mark i; i itself for None).
-    If none is marked, all are kept and a warning says so, as the reference's filter does
-    not leave a scene without training rays."""
-    if not hit.any():
-        warnings.warn("Ray filtering would remove every training ray; keeping them all. "
-                      "Check the dataset's scene box and camera poses.")
-        return np.arange(len(hit)) if ray_ids is None else np.asarray(ray_ids)
-    kept = np.flatnonzero(hit)
-    return kept if ray_ids is None else np.asarray(ray_ids)[kept]
-
-
 class TensorBase(nn.Module):
-    """Radiance field over an axis-aligned box, rendered by ray marching.
+    """Radiance field over an axis-aligned grid, rendered by ray marching.
 
     Constructor arguments are the reference's ``get_kwargs`` keys, so a checkpoint's kwargs
-    rebuild the model (``device`` is gone: Jittor places Vars by ``jt.flags.use_cuda``).
+    rebuild the model (``device`` is gone: Jittor places Vars by ``jt.flags.use_cuda``), plus,
+    for an unbounded scene, ``scene_contraction`` ('inf' or 'l2', the contraction's norm) and
+    ``foreground_aabb`` (the world box the contraction keeps as it is); ``aabb`` is then the
+    grid's box in contracted space, ``rendering.contraction.MODEL_BOX``. Bounded models' kwargs
+    hold neither, as the reference's.
     """
 
     # Which grid axes each of the three planes spans and which axis its line runs along.
     matMode = ((0, 1), (0, 2), (1, 2))
     vecMode = (2, 1, 0)
-    # Whether the first alpha-mask update may crop the grid to the occupied box.
-    can_shrink = True
+    # Whether the decomposition's grids can be cropped (TensorVM's single cube cannot).
+    crops_grid = True
     # Training jitters sample positions along each ray (``--perturb 1``); a training-time
     # setting, not part of the model's kwargs.
     jitter_samples = True
@@ -107,6 +101,8 @@ class TensorBase(nn.Module):
         featureC: int = 128,
         step_ratio: float = 2.0,
         fea2denseAct: str = "softplus",
+        scene_contraction: str | None = None,
+        foreground_aabb=None,
         kernels: str = "fused",
     ) -> None:
         super().__init__()
@@ -114,6 +110,13 @@ class TensorBase(nn.Module):
             raise ConfigError(
                 f"fea2denseAct '{fea2denseAct}' is not supported; choose one of {', '.join(DENSITY_ACTIVATIONS)}."
             )
+        if scene_contraction is not None and scene_contraction not in NORMS:
+            raise ConfigError(f"scene_contraction '{scene_contraction}' is not supported; choose one of "
+                              f"{', '.join(NORMS)}.")
+        if (scene_contraction is None) != (foreground_aabb is None):
+            raise ConfigError("An unbounded model needs both scene_contraction and foreground_aabb.")
+        self.contraction = (None if scene_contraction is None
+                            else SceneContraction(_numpy(foreground_aabb), scene_contraction))
         self.density_n_comp = self._per_axis(density_n_comp, "n_lamb_sigma")
         self.app_n_comp = self._per_axis(appearance_n_comp, "n_lamb_sh")
         self.app_dim = int(app_dim)
@@ -150,6 +153,22 @@ class TensorBase(nn.Module):
     def fused(self) -> bool:
         return self._kernels == "fused"
 
+    @property
+    def unbounded(self) -> bool:
+        """Whether the grid covers all of space through the scene contraction."""
+        return self.contraction is not None
+
+    @property
+    def can_shrink(self) -> bool:
+        """Whether the first alpha-mask update may crop the grid to the occupied box: not for
+        TensorVM, nor for an unbounded scene (a crop could cut away its background for good)."""
+        return self.crops_grid and self.sampler.can_shrink
+
+    def world_box(self) -> np.ndarray:
+        """The box [2, 3] in world units that the grid spans (bounded) or keeps uncontracted
+        (unbounded: the foreground), float32."""
+        return self.aabb if self.contraction is None else self.contraction.foreground
+
     @staticmethod
     def _per_axis(n_comp, flag: str) -> list[int]:
         values = [int(n_comp)] * 3 if np.isscalar(n_comp) else [int(c) for c in n_comp]
@@ -161,9 +180,9 @@ class TensorBase(nn.Module):
 
     # ----------------------------------------------------------------- geometry
     def set_aabb(self, aabb) -> None:
-        """Set the scene box ([2, 3]; numpy, list or Var). Kept as float32 numpy plus a Var copy."""
-        aabb = aabb.numpy() if isinstance(aabb, jt.Var) else np.asarray(aabb)
-        self.aabb = aabb.astype(np.float32).reshape(2, 3)
+        """Set the grid's box ([2, 3] in model space; numpy, list or Var). Kept as float32 numpy
+        plus a Var copy."""
+        self.aabb = _numpy(aabb).astype(np.float32).reshape(2, 3)
         self._aabb_var = jt.array(self.aabb).stop_grad()
         self.aabbSize = self.aabb[1] - self.aabb[0]
         self.invaabbSize = np.float32(2.0) / self.aabbSize
@@ -178,11 +197,20 @@ class TensorBase(nn.Module):
         self.units = self.aabbSize / (np.asarray(self.gridSize, dtype=np.float32) - np.float32(1))
         self.stepSize = float(np.mean(self.units, dtype=np.float32) * np.float32(self.step_ratio))
         self.aabbDiag = float(np.sqrt(np.sum(np.square(self.aabbSize), dtype=np.float32)))
-        self.nSamples = int(np.float32(self.aabbDiag) / np.float32(self.stepSize)) + 1
+        if self.contraction is None:
+            self.sampler = BoxSampler(self._aabb_var, self.near_far, self.stepSize)
+            self.nSamples = int(np.float32(self.aabbDiag) / np.float32(self.stepSize)) + 1
+        else:
+            self.sampler = UnboundedSampler(self.contraction, self.near_far[0], self.stepSize)
+            self.nSamples = self.sampler.n_samples
 
     def normalize_coord(self, xyz: jt.Var) -> jt.Var:
-        """World points [N, 3] -> box coordinates in [-1, 1]."""
+        """Model-space points [N, 3] -> grid coordinates in [-1, 1]."""
         return (xyz - self._aabb_var[0]) * self._inv_half_size_var - 1.0
+
+    def model_points(self, xyz: jt.Var) -> jt.Var:
+        """World points [N, 3] in model space (contracted for an unbounded scene)."""
+        return xyz if self.contraction is None else self.contraction(xyz)
 
     # ---------------------------------------------------------- field interface
     def init_svd_volume(self) -> None:
@@ -248,8 +276,9 @@ class TensorBase(nn.Module):
 
     # -------------------------------------------------------------- persistence
     def get_kwargs(self) -> dict:
-        """Everything the constructor needs to rebuild this model (reference ``get_kwargs``)."""
-        return {
+        """Everything the constructor needs to rebuild this model (reference ``get_kwargs``; an
+        unbounded model's adds its contraction)."""
+        kwargs = {
             "aabb": jt.array(self.aabb),
             "gridSize": list(self.gridSize),
             "density_n_comp": list(self.density_n_comp),
@@ -268,12 +297,17 @@ class TensorBase(nn.Module):
             "fea_pe": self.fea_pe,
             "featureC": self.featureC,
         }
+        if self.contraction is not None:
+            kwargs["scene_contraction"] = self.contraction.norm
+            kwargs["foreground_aabb"] = jt.array(self.contraction.foreground)
+        return kwargs
 
     # ------------------------------------------------------------- alpha grid
-    def compute_alpha(self, xyz: jt.Var, length: float = 1.0) -> jt.Var:
-        """Opacity of a segment of ``length`` at world points [N, 3] -> [N]; zero outside the mask."""
+    def compute_alpha(self, xyz: jt.Var, length: float | jt.Var = 1.0) -> jt.Var:
+        """Opacity of a segment of ``length`` (world units; a number or [N]) at model-space points
+        [N, 3] -> [N]; zero outside the mask."""
         if self.alphaMask is not None:
-            index = _flat_indices(self.alphaMask.sample_alpha(xyz, self.fused) > 0)
+            index = flat_indices(self.alphaMask.sample_alpha(xyz, self.fused) > 0)
         else:
             index = jt.arange(xyz.shape[0]).int32()
         sigma = jt.zeros(xyz.shape[0], dtype="float32")
@@ -282,21 +316,23 @@ class TensorBase(nn.Module):
             sigma[index] = self.feature2density(features)
         return 1.0 - jt.exp(-sigma * length)
 
-    def getDenseAlpha(self, gridSize=None, chunk: int = 1 << 18) -> tuple[jt.Var, jt.Var]:
-        """Opacity on a regular grid spanning the box; returns alpha [X, Y, Z] and points [X, Y, Z, 3]."""
+    def getDenseAlpha(self, gridSize=None, chunk: int = 1 << 18, box: np.ndarray | None = None) -> tuple[jt.Var, jt.Var]:
+        """Opacity on a regular grid spanning ``box`` (model space; default the grid's box), of
+        one sampling step at each point; returns alpha [X, Y, Z] and points [X, Y, Z, 3]."""
         gridSize = self.gridSize if gridSize is None else [int(g) for g in gridSize]
+        corners = self._aabb_var if box is None else jt.array(np.asarray(box, dtype=np.float32))
         with jt.no_grad():
             axes = [jt.array(linspace_f32(0.0, 1.0, int(n))) for n in gridSize]
             samples = jt.stack(jt.meshgrid(*axes), dim=-1)
             # Each product rounded on its own (no fused multiply-add), as in torch: the box the
             # first mask update shrinks to is built from these coordinates.
-            dense_xyz = ((self._aabb_var[0] * (1.0 - samples)).stop_fuse()
-                         + (self._aabb_var[1] * samples).stop_fuse())
+            dense_xyz = ((corners[0] * (1.0 - samples)).stop_fuse()
+                         + (corners[1] * samples).stop_fuse())
             flat = dense_xyz.reshape(-1, 3)
-            parts = [
-                self.compute_alpha(flat[start:start + chunk], self.stepSize)
-                for start in range(0, flat.shape[0], chunk)
-            ]
+            parts = []
+            for start in range(0, flat.shape[0], chunk):
+                points = flat[start:start + chunk]
+                parts.append(self.compute_alpha(points, self.sampler.segment_length(points)))
             alpha = jt.concat(parts, dim=0).reshape(gridSize)
             alpha.sync()
         return alpha.stop_grad(), dense_xyz.stop_grad()
@@ -321,83 +357,48 @@ class TensorBase(nn.Module):
             self.alphaMask = AlphaGridMask(self._aabb_var.clone(), occupancy)
             return bounds.numpy().astype(np.float32)
 
-    # ----------------------------------------------------------- ray filtering
     def rays_hit(self, rays: np.ndarray, N_samples: int = 256, bbox_only: bool = False) -> np.ndarray:
-        """Which of rays [M, 6] (numpy) can see anything: bool [M].
-
-        ``bbox_only``: the ray crosses the box; otherwise one of ``N_samples`` evenly spaced
-        samples meets the alpha grid (the reference's ``filtering_rays`` test).
-        """
+        """Which of rays [M, 6] (numpy) can see anything: bool [M] (``sampler.rays_hit``)."""
         with jt.no_grad():
             rays = jt.array(rays)
-            rays_o, rays_d = rays[:, :3], rays[:, 3:6]
-            if bbox_only or self.alphaMask is None:
-                t_enter, t_exit = ray_box_intersection(rays_o, rays_d, self._aabb_var)
-                hit = t_exit > t_enter
-            elif self.fused:
-                t_enter, _ = ray_box_intersection(rays_o, rays_d, self._aabb_var)
-                t_start = t_enter.clamp(min_v=self.near_far[0], max_v=self.near_far[1])
-                hit = rays_hit_alpha(rays_o, rays_d, t_start, self.alphaMask, self.stepSize, N_samples)
-            else:
-                xyz, _, _ = sample_along_rays(rays_o, rays_d, self._aabb_var, self.near_far,
-                                              self.stepSize, N_samples, jitter=None)
-                alpha = self.alphaMask.sample_alpha(xyz.reshape(-1, 3), self.fused).reshape(xyz.shape[:2])
-                hit = (alpha > 0).any(-1)
-            return hit.numpy()
-
-    def ray_hit_mask(self, source, ray_ids: np.ndarray | slice, N_samples: int = 256, chunk: int = 10240 * 5,
-                     bbox_only: bool = False) -> np.ndarray:
-        """For each of the ``source``'s rays numbered ``ray_ids`` (an array, or a slice of all its
-        ray numbers), whether it can see anything (``rays_hit``). ``source`` makes rays by number
-        (``ViewDataset.rays_at``), a chunk at a time, so no array of every ray is built."""
-        if isinstance(ray_ids, slice):
-            first, stop, _ = ray_ids.indices(source.n_rays)
-            total = max(stop - first, 0)
-        else:
-            first, total = 0, len(ray_ids)
-        hit = np.zeros(total, dtype=bool)
-        for start in range(0, total, chunk):
-            ids = (np.arange(first + start, first + min(start + chunk, total)) if isinstance(ray_ids, slice)
-                   else ray_ids[start:start + chunk])
-            hit[start:start + len(ids)] = self.rays_hit(source.rays_at(ids), N_samples, bbox_only)
-        return hit
-
-    def filtering_ray_ids(self, source, ray_ids: np.ndarray | None = None, N_samples: int = 256,
-                          chunk: int = 10240 * 5, bbox_only: bool = False) -> np.ndarray:
-        """The reference's ``filtering_rays`` over rays made on demand: of the ``source``'s rays
-        numbered ``ray_ids`` (None: all ``source.n_rays``), the numbers of those that can see
-        anything, in order (``ray_hit_mask``, then ``kept_ray_ids``)."""
-        hit = self.ray_hit_mask(source, slice(None) if ray_ids is None else ray_ids, N_samples, chunk, bbox_only)
-        return kept_ray_ids(hit, ray_ids)
+            return self.sampler.rays_hit(rays[:, :3], rays[:, 3:6], self.alphaMask, N_samples, bbox_only,
+                                         self.fused).numpy()
 
     # ------------------------------------------------------------------ forward
     def execute(
         self, rays_chunk: jt.Var, white_bg: bool = True, is_train: bool = False, ndc_ray: bool = False,
         N_samples: int = -1, jitter: jt.Var | None = None, with_opacity: bool = False,
+        with_distortion: bool = False,
     ) -> tuple[jt.Var, ...]:
-        """Render rays [R, 6] (origin, direction) -> rgb_map [R, 3], depth_map [R], and with
-        ``with_opacity`` the accumulated opacity acc_map [R] (the viewer shows it).
+        """Render rays [R, 6] (origin, direction) -> rgb_map [R, 3], depth_map [R], then with
+        ``with_opacity`` the accumulated opacity acc_map [R] (the viewer shows it), and with
+        ``with_distortion`` the mean distortion loss of the rays (``rendering.distortion``;
+        unbounded scenes only, 0 otherwise).
 
-        Follows the reference's ``TensorBase.forward``: march the box, drop samples outside
-        it or outside the alpha grid, evaluate density where samples remain, composite, and
-        shade only samples whose weight exceeds ``rayMarch_weight_thres``. The fused kernels
-        do this on packed samples, the reference path on the dense [R, S] sample grid.
-        ``ndc_ray`` rays (forward-facing scenes) are sampled in NDC space on the dense grid by
-        both paths; the fused field kernels still evaluate them. In training, each ray's
-        samples shift by a random fraction of a step, drawn here unless ``jitter`` [R] gives
-        them (the data-parallel trainer passes each rank its share of one draw per batch).
+        Follows the reference's ``TensorBase.forward``: sample (the sampler drops samples
+        outside the grid or the alpha grid), evaluate density where samples remain, composite,
+        and shade only samples whose weight exceeds ``rayMarch_weight_thres``. The fused kernels
+        do this on packed samples, the reference path on the dense [R, S] sample grid. ``ndc_ray``
+        rays (forward-facing scenes) are sampled in NDC space on the dense grid by both paths;
+        the fused field kernels still evaluate them. In training, each ray's samples shift by a
+        random fraction of a step, drawn here unless ``jitter`` [R] gives them (the
+        data-parallel trainer passes each rank its share of one draw per batch). A bounded
+        scene's transparent part is white (``white_bg``, and at random half the training
+        batches, as the reference does) or black; an unbounded scene's is black, always: its
+        background is the scene's own, built of density in the contracted shell.
         """
         n_samples = N_samples if N_samples > 0 else self.nSamples
-        white = white_bg or (is_train and float(np.random.rand()) < 0.5)
+        white = not self.unbounded and (white_bg or (is_train and float(np.random.rand()) < 0.5))
         if is_train and self.jitter_samples and not ndc_ray:
             jitter = jt.rand(rays_chunk.shape[0]) if jitter is None else jitter
         else:
             jitter = None
         if self.fused and not ndc_ray:
-            maps = self._render_packed(rays_chunk, white, n_samples, jitter)
+            maps = self._render_packed(rays_chunk, white, n_samples, jitter, with_distortion)
         else:
-            maps = self._render_dense(rays_chunk, white, is_train, n_samples, ndc_ray, jitter)
-        return maps if with_opacity else maps[:2]
+            maps = self._render_dense(rays_chunk, white, is_train, n_samples, ndc_ray, jitter, with_distortion)
+        rgb_map, depth_map, acc_map, distortion = maps
+        return (rgb_map, depth_map) + ((acc_map,) if with_opacity else ()) + ((distortion,) if with_distortion else ())
 
     def _shade(self, points: jt.Var, viewdirs: jt.Var) -> jt.Var:
         """Colour [M, 3] of normalised points [M, 3] seen along viewdirs [M, 3]."""
@@ -406,71 +407,72 @@ class TensorBase(nn.Module):
         with stage("shading"):
             return self.renderModule(points, viewdirs, features)
 
-    def _render_dense(self, rays_chunk: jt.Var, white: bool, is_train: bool, n_samples: int, ndc_ray: bool = False,
-                      jitter: jt.Var | None = None):
-        rays_o, viewdirs = rays_chunk[:, :3], rays_chunk[:, 3:6]
+    def _density(self, xyz: jt.Var) -> jt.Var:
+        """Density [N] at model-space points [N, 3]."""
+        with stage("field"):
+            return self.feature2density(self.compute_densityfeature(self.normalize_coord(xyz)))
+
+    def _render_dense(self, rays_chunk: jt.Var, white: bool, is_train: bool, n_samples: int, ndc_ray: bool,
+                      jitter: jt.Var | None, with_distortion: bool):
+        rays_o, rays_d = rays_chunk[:, :3], rays_chunk[:, 3:6]
         n_rays = rays_chunk.shape[0]
         with stage("sampling"):
             if ndc_ray:
-                xyz, z_vals, inside = sample_along_rays_ndc(
-                    rays_o, viewdirs, self._aabb_var, self.near_far, n_samples, jitter=is_train and self.jitter_samples)
-                # NDC directions are not unit length: distances scale by their norm, and the
-                # shading sees the normalised direction.
-                ray_norm = jt.sqrt(jt.sqr(viewdirs).sum(-1, keepdims=True))
-                dists = sample_distances(z_vals) * ray_norm
-                viewdirs = viewdirs / ray_norm
+                samples = self.sampler.dense_ndc(rays_o, rays_d, n_samples, is_train and self.jitter_samples,
+                                                 self.alphaMask, self.fused)
             else:
-                xyz, z_vals, inside = sample_along_rays(rays_o, viewdirs, self._aabb_var, self.near_far,
-                                                        self.stepSize, n_samples, jitter=jitter)
-                dists = sample_distances(z_vals)
-            xyz = xyz.reshape(-1, 3)
-            valid = _flat_indices(inside)
-            if self.alphaMask is not None and valid.shape[0] > 0:
-                valid = valid[_flat_indices(self.alphaMask.sample_alpha(xyz[valid], self.fused) > 0)]
-
+                samples = self.sampler.dense(rays_o, rays_d, n_samples, jitter, self.alphaMask, self.fused)
+        n_samples = samples.z.shape[1]
         sigma = jt.zeros(n_rays * n_samples, dtype="float32")
-        if valid.shape[0] > 0:
-            with stage("field"):
-                sigma[valid] = self.feature2density(self.compute_densityfeature(self.normalize_coord(xyz[valid])))
+        if samples.kept.shape[0] > 0:
+            sigma[samples.kept] = self._density(samples.xyz[samples.kept])
         sigma = sigma.reshape(n_rays, n_samples)
 
         with stage("compositing"):
-            _, weights, _ = compositing.raw2alpha(sigma, dists * self.distance_scale)
-            shaded = _flat_indices(weights > self.rayMarch_weight_thres)
+            dist = samples.dist * self.distance_scale
+            if self.unbounded:
+                sigma = compositing.cap_optical_depth(sigma, dist)
+            _, weights, _ = compositing.raw2alpha(sigma, dist)
+            shaded = flat_indices(weights > self.rayMarch_weight_thres)
         rgb = jt.zeros((n_rays * n_samples, 3), dtype="float32")
         if shaded.shape[0] > 0:
-            rgb[shaded] = self._shade(self.normalize_coord(xyz[shaded]), viewdirs[shaded // n_samples])
+            rgb[shaded] = self._shade(self.normalize_coord(samples.xyz[shaded]), samples.viewdirs[shaded // n_samples])
         rgb = rgb.reshape(n_rays, n_samples, 3)
 
         with stage("compositing"):
-            return compositing.accumulate(weights, rgb, z_vals, rays_chunk[:, -1], white)
+            maps = compositing.accumulate(weights, rgb, samples.z, rays_chunk[:, -1], white)
+            distortion = (distortion_loss.dense_distortion(weights, samples.ordinal, self.nSamples)
+                          if with_distortion and samples.ordinal is not None else jt.zeros(1))
+        return maps + (distortion,)
 
-    def _render_packed(self, rays_chunk: jt.Var, white: bool, n_samples: int, jitter: jt.Var | None):
+    def _render_packed(self, rays_chunk: jt.Var, white: bool, n_samples: int, jitter: jt.Var | None,
+                       with_distortion: bool):
         n_rays = rays_chunk.shape[0]
         rays_o, viewdirs = rays_chunk[:, :3], rays_chunk[:, 3:6]
         with stage("sampling"):
-            t_enter, _ = ray_box_intersection(rays_o, viewdirs, self._aabb_var)
-            t_start = t_enter.clamp(min_v=self.near_far[0], max_v=self.near_far[1])
-            jitter = jt.zeros(n_rays, dtype="float32") if jitter is None else jitter
-            samples = march_rays(rays_o, viewdirs, t_start, jitter, self._aabb_var, self.alphaMask,
-                                 self.stepSize, n_samples)
-        rgb_sum = jt.zeros((n_rays, 3), dtype="float32")
+            samples = self.sampler.packed(rays_o, viewdirs, n_samples, jitter, self.alphaMask)
         if samples.count == 0:
             zeros = jt.zeros(n_rays, dtype="float32")
-            return compositing.finish_pixels(rgb_sum, zeros, zeros, rays_chunk[:, -1], white)
-
-        with stage("field"):
-            sigma = self.feature2density(self.compute_densityfeature(self.normalize_coord(samples.xyz)))
+            maps = compositing.finish_pixels(jt.zeros((n_rays, 3), dtype="float32"), zeros, zeros,
+                                             rays_chunk[:, -1], white)
+            return maps + (jt.zeros(1),)
+        sigma = self._density(samples.xyz)
         with stage("compositing"):
-            weights = composite_weights(sigma, samples.dist * self.distance_scale, samples.ray_offsets)
-            shaded = _flat_indices(weights > self.rayMarch_weight_thres)
+            dist = samples.dist * self.distance_scale
+            if self.unbounded:
+                sigma = compositing.cap_optical_depth(sigma, dist)
+            weights = compositing.packed_weights(sigma, dist, samples.ray_offsets)
+            shaded = flat_indices(weights > self.rayMarch_weight_thres)
+        rgb = None
         if shaded.shape[0] > 0:
-            ray_of_sample = samples.ray_index[shaded]
-            rgb = self._shade(self.normalize_coord(samples.xyz[shaded]), viewdirs[ray_of_sample])
-            with stage("compositing"):
-                rgb_sum = segment_sum(weights[shaded].unsqueeze(1) * rgb, ray_of_sample, n_rays)
+            rgb = self._shade(self.normalize_coord(samples.xyz[shaded]), viewdirs[samples.ray_index[shaded]])
         with stage("compositing"):
-            with jt.no_grad():
-                depth_sum = segment_sum(weights * samples.z, samples.ray_index, n_rays)
-            acc = segment_sum(weights, samples.ray_index, n_rays)
-            return compositing.finish_pixels(rgb_sum, acc, depth_sum.stop_grad(), rays_chunk[:, -1], white)
+            maps = compositing.packed_pixels(weights, rgb, shaded, samples, n_rays, rays_chunk[:, -1], white)
+            distortion = (distortion_loss.packed_distortion(weights, samples, self.nSamples)
+                          if with_distortion and samples.ordinal is not None else jt.zeros(1))
+        return maps + (distortion,)
+
+
+def _numpy(box) -> np.ndarray:
+    """A box given as numpy, a list or a ``jt.Var``, as a numpy array."""
+    return box.numpy() if isinstance(box, jt.Var) else np.asarray(box)

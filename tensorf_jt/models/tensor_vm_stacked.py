@@ -26,7 +26,7 @@ from tensorf_jt.models.tensor_vm import TensorVMSplit
 class TensorVM(TensorVMSplit):
     """Single-tensor VM radiance field (reference ``models/tensoRF.py: TensorVM``)."""
 
-    can_shrink = False
+    crops_grid = False
 
     def init_svd_volume(self) -> None:
         for name, counts in (("n_lamb_sigma", self.density_n_comp), ("n_lamb_sh", self.app_n_comp)):
@@ -71,4 +71,4 @@ class TensorVM(TensorVMSplit):
         self.update_stepSize([res] * 3)
 
     def shrink(self, new_aabb: np.ndarray) -> None:
-        raise NotImplementedError("TensorVM keeps its cubic box (can_shrink is False)")
+        raise NotImplementedError("TensorVM keeps its cubic box (crops_grid is False)")

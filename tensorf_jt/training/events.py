@@ -49,10 +49,11 @@ def shrink(model: TensorBase, new_aabb: np.ndarray | None) -> tuple[bool, list[s
 def upsample(model: TensorBase, state: ScheduleState, n_voxels: int, settings: ModelConfig) -> str:
     """Resample the grids to ``n_voxels`` in the current box (reference ``upsample_volume_grid``)
     and march with as many samples as the new grid's diagonal needs at ``settings.step_ratio``
-    (at most ``settings.nSamples``); returns the event text."""
+    (at most ``settings.nSamples``; an unbounded model's sampler decides); returns the event text."""
     state.reso_cur = N_to_reso(n_voxels, model.aabb)
-    state.nSamples = samples_per_ray(state.reso_cur, settings)
     model.upsample_volume_grid(state.reso_cur)
+    # An unbounded model's sampler sets its own count (the foreground run and the background's).
+    state.nSamples = model.nSamples if model.unbounded else samples_per_ray(state.reso_cur, settings)
     return f"upsample to {state.reso_cur}"
 
 

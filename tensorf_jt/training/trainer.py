@@ -33,11 +33,13 @@ from tqdm.auto import tqdm
 from tensorf_jt.config import RunConfig, require_for_training, resumed
 from tensorf_jt.dataLoader import RayBatchDataset, load_split, prepare_dataset
 from tensorf_jt.dataLoader.scene_fit import scene_summary
+from tensorf_jt.dataLoader.scene_mode import check_box_in_view, mode_summary, scene_mode
 from tensorf_jt.errors import CheckpointError, ConfigError
 from tensorf_jt.evaluation.metrics import mse_to_psnr
 from tensorf_jt.evaluation.renders import evaluate, evaluate_path
 from tensorf_jt.formats.checkpoint import load_checkpoint, model_from_checkpoint, save_atomically, save_checkpoint
 from tensorf_jt.models import MODELS, TensorBase
+from tensorf_jt.rendering.contraction import MODEL_BOX
 from tensorf_jt.runtime import distributed
 from tensorf_jt.runtime.error_hints import explain_jittor_error
 from tensorf_jt.runtime.memory import CacheTrim, free_memory, peak_rss_mb
@@ -93,8 +95,11 @@ class Trainer:
         distributed.barrier()
         self.train_dataset = load_split(config.data, "train", is_stack=False)
         self.test_dataset = load_split(config.data, "test", is_stack=True)
+        self.unbounded, mode_source = scene_mode(config.data, self.train_dataset)
+        if self.unbounded and state is None and config.model.ckpt is None:
+            check_box_in_view(self.train_dataset)
         if self.main_rank:
-            print(scene_summary(self.train_dataset), flush=True)
+            print(f"{scene_summary(self.train_dataset)}; {mode_summary(self.unbounded, mode_source)}", flush=True)
         self.white_bg = self.train_dataset.white_bg or config.data.white_bkgd
         self.ndc_ray = config.data.ndc_ray
         self.logfolder = self._make_logfolder(logfolder)
@@ -148,12 +153,14 @@ class Trainer:
 
     def _start_new_run(self) -> None:
         schedule = self.config.schedule
-        aabb = self.train_dataset.scene_bbox
+        aabb = MODEL_BOX if self.unbounded else self.train_dataset.scene_bbox
         reso = N_to_reso(schedule.N_voxel_init, aabb)
         self.schedule_state = ScheduleState(reso_cur=reso, reso_mask=reso, nSamples=events.samples_per_ray(reso, self.config.model),
                                   L1_reg_weight=schedule.L1_weight_inital, TV_weight_density=schedule.TV_weight_density,
                                   TV_weight_app=schedule.TV_weight_app)
         self._adopt_model(self._build_model(aabb))
+        if self.model.unbounded:
+            self.schedule_state.nSamples = self.model.nSamples
         self.optimizer = make_optimizer(self.model, schedule.lr_init, schedule.lr_basis)
         if self.ndc_ray:  # NDC rays all cross the NDC box; the reference filters neither
             self._set_training_rays(None)
@@ -161,10 +168,18 @@ class Trainer:
             self._set_training_rays(filter_training_rays(self.model, self.train_dataset, None, bbox_only=True))
 
     def _build_model(self, aabb: np.ndarray) -> TensorBase:
+        """The model to train: ``--ckpt``'s, or a new one over ``aabb`` (model space)."""
         settings = self.config.model
         if settings.ckpt is not None:
             model, _ = load_checkpoint(settings.ckpt, settings.model_name)
+            if model.unbounded != self.unbounded:
+                raise ConfigError(f"--ckpt '{settings.ckpt}' holds {'an unbounded' if model.unbounded else 'a bounded'} "
+                                  f"model, but this run's scene is {'unbounded' if self.unbounded else 'bounded'}: "
+                                  f"set --unbounded {int(model.unbounded)} to go on training it.")
             return model
+        contraction = {}
+        if self.unbounded:
+            contraction = {"scene_contraction": settings.contraction, "foreground_aabb": self.train_dataset.scene_bbox}
         return MODELS[settings.model_name](
             aabb, self.schedule_state.reso_cur, density_n_comp=list(settings.n_lamb_sigma),
             appearance_n_comp=list(settings.n_lamb_sh), app_dim=settings.data_dim_color,
@@ -172,7 +187,7 @@ class Trainer:
             alphaMask_thres=settings.alpha_mask_thre, density_shift=settings.density_shift,
             distance_scale=settings.distance_scale, rayMarch_weight_thres=settings.rm_weight_mask_thre,
             pos_pe=settings.pos_pe, view_pe=settings.view_pe, fea_pe=settings.fea_pe, featureC=settings.featureC,
-            step_ratio=settings.step_ratio, fea2denseAct=settings.fea2denseAct)
+            step_ratio=settings.step_ratio, fea2denseAct=settings.fea2denseAct, **contraction)
 
     def _adopt_model(self, model: TensorBase) -> None:
         """Train ``model`` with this run's kernels and sample jitter, the same on every rank."""
@@ -261,10 +276,15 @@ class Trainer:
         """One optimisation step on the next ray batch; returns the batch's photometric MSE."""
         with stage("batch"):
             rays, rgbs = next(self._batch_iter)
-        rgb_map, _ = self.model(rays, white_bg=self.white_bg, is_train=True, ndc_ray=self.ndc_ray,
-                                N_samples=self.schedule_state.nSamples, jitter=self._batch_jitter())
-        mse = jt.sqr(rgb_map - rgbs).mean()
+        distortion_weight = self.config.schedule.distortion_weight if self.model.unbounded else 0.0
+        maps = self.model(rays, white_bg=self.white_bg, is_train=True, ndc_ray=self.ndc_ray,
+                          N_samples=self.schedule_state.nSamples, jitter=self._batch_jitter(),
+                          with_distortion=distortion_weight > 0)
+        mse = jt.sqr(maps[0] - rgbs).mean()
         reg, terms = regularisation(self.model, self.schedule_state, self.config.schedule.Ortho_weight, self.lr_factor)
+        if distortion_weight > 0:
+            terms["train/distortion"] = maps[-1].mean()
+            reg = reg + distortion_weight * terms["train/distortion"]
         with stage("backward"):
             self.optimizer.zero_grad()
             self.optimizer.backward(mse + reg)

@@ -26,6 +26,8 @@ def scene_view(dataset) -> SceneView:
 
 
 def model_boxes(model) -> tuple[np.ndarray, np.ndarray | None]:
-    """The model's scene box and its alpha mask's box (None before the first alpha-mask update), [2, 3] each."""
-    mask = model.alphaMask
-    return np.asarray(model.aabb, dtype=np.float64), None if mask is None else mask.aabb.numpy().astype(np.float64)
+    """The model's scene box in the world and its alpha mask's box, [2, 3] each; the mask box is
+    None before the first alpha-mask update, and for an unbounded model (whose mask spans all
+    of contracted space: its box is no box in the world)."""
+    mask = None if model.unbounded else model.alphaMask
+    return np.asarray(model.world_box(), dtype=np.float64), None if mask is None else mask.aabb.numpy().astype(np.float64)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ray_marching_common.h"
+#include "unbounded_common.h"
 
 namespace tensorf_kernels {
 
@@ -60,6 +61,43 @@ inline void rays_hit_alpha_cpu(const RaySteps& m, const AlphaVolume& alpha, long
         }
         hit[r] = any;
     }
+}
+
+// Unbounded rays (unbounded_common.h), packed as march_rays_cpu packs them, with each sample's
+// ordinal in its ray's sequence. Samples are kept where the alpha grid (if any) is occupied.
+inline long march_unbounded_cpu(const UnboundedSteps& s, const AlphaVolume& alpha, long n_rays, float* xyz_out,
+                                float* z_out, float* dist_out, int* ray_index_out, int* ordinal_out, int* ray_offsets) {
+    const int S = s.n_linear + s.n_background;
+    std::vector<unsigned char> kept((size_t)n_rays * S);
+    #pragma omp parallel for schedule(static)
+    for (long r = 0; r < n_rays; ++r) {
+        UnboundedRay ray = unbounded_ray(s, r);
+        int count = 0;
+        for (int i = 0; i < ray.kept_linear + s.n_background; ++i) {
+            float z, dist, y[3];
+            unbounded_sample(s, ray, r, i, &z, &dist, y);
+            bool keep = alpha.data == nullptr || alpha_at(alpha, y) > 0.0f;
+            kept[(size_t)r * S + i] = keep;
+            count += keep;
+        }
+        ray_offsets[r + 1] = count;
+    }
+    ray_offsets[0] = 0;
+    for (long r = 0; r < n_rays; ++r) ray_offsets[r + 1] += ray_offsets[r];
+
+    #pragma omp parallel for schedule(static)
+    for (long r = 0; r < n_rays; ++r) {
+        UnboundedRay ray = unbounded_ray(s, r);
+        long slot = ray_offsets[r];
+        for (int i = 0; i < ray.kept_linear + s.n_background; ++i) {
+            if (!kept[(size_t)r * S + i]) continue;
+            unbounded_sample(s, ray, r, i, z_out + slot, dist_out + slot, xyz_out + 3 * slot);
+            ordinal_out[slot] = i;
+            ray_index_out[slot] = (int)r;
+            ++slot;
+        }
+    }
+    return ray_offsets[n_rays];
 }
 
 inline void alpha_lookup_cpu(const AlphaVolume& volume, const float* xyz, long n, float* alpha) {

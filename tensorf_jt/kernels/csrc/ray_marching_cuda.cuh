@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "ray_marching_common.h"
+#include "unbounded_common.h"
 
 namespace tensorf_kernels {
 
@@ -57,6 +58,39 @@ __global__ void rays_hit_alpha_kernel(RaySteps m, AlphaVolume alpha, long n_rays
     hit[r] = any;
 }
 
+__global__ void unbounded_count_kernel(UnboundedSteps s, AlphaVolume alpha, long n_rays, int* ray_offsets) {
+    long r = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n_rays) return;
+    UnboundedRay ray = unbounded_ray(s, r);
+    int count = 0;
+    for (int i = 0; i < ray.kept_linear + s.n_background; ++i) {
+        float z, dist, y[3];
+        unbounded_sample(s, ray, r, i, &z, &dist, y);
+        count += alpha.data == nullptr || alpha_at(alpha, y) > 0.0f;
+    }
+    ray_offsets[r + 1] = count;
+}
+
+__global__ void unbounded_write_kernel(UnboundedSteps s, AlphaVolume alpha, long n_rays, const int* ray_offsets,
+                                       float* xyz_out, float* z_out, float* dist_out, int* ray_index_out,
+                                       int* ordinal_out) {
+    long r = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n_rays) return;
+    UnboundedRay ray = unbounded_ray(s, r);
+    long slot = ray_offsets[r];
+    for (int i = 0; i < ray.kept_linear + s.n_background; ++i) {
+        float z, dist, y[3];
+        unbounded_sample(s, ray, r, i, &z, &dist, y);
+        if (alpha.data != nullptr && !(alpha_at(alpha, y) > 0.0f)) continue;
+        for (int a = 0; a < 3; ++a) xyz_out[3 * slot + a] = y[a];
+        z_out[slot] = z;
+        dist_out[slot] = dist;
+        ray_index_out[slot] = (int)r;
+        ordinal_out[slot] = i;
+        ++slot;
+    }
+}
+
 __global__ void alpha_lookup_kernel(AlphaVolume volume, const float* xyz, long n, float* alpha) {
     long p = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p < n) alpha[p] = alpha_at(volume, xyz + 3 * p);
@@ -69,6 +103,19 @@ inline long march_rays_cuda(const RaySteps& m, const float* aabb, const AlphaVol
     march_count_kernel<<<blocks, 128>>>(m, aabb, alpha, n_rays, ray_offsets);
     prefix_sum_kernel<<<1, 1>>>(ray_offsets, n_rays);
     march_write_kernel<<<blocks, 128>>>(m, aabb, alpha, n_rays, ray_offsets, xyz_out, z_out, dist_out, ray_index_out);
+    int kept = 0;
+    cudaMemcpy(&kept, ray_offsets + n_rays, sizeof(int), cudaMemcpyDeviceToHost);
+    return kept;
+}
+
+inline long march_unbounded_cuda(const UnboundedSteps& s, const AlphaVolume& alpha, long n_rays, float* xyz_out,
+                                 float* z_out, float* dist_out, int* ray_index_out, int* ordinal_out,
+                                 int* ray_offsets) {
+    const unsigned blocks = (unsigned)((n_rays + 127) / 128);
+    unbounded_count_kernel<<<blocks, 128>>>(s, alpha, n_rays, ray_offsets);
+    prefix_sum_kernel<<<1, 1>>>(ray_offsets, n_rays);
+    unbounded_write_kernel<<<blocks, 128>>>(s, alpha, n_rays, ray_offsets, xyz_out, z_out, dist_out, ray_index_out,
+                                            ordinal_out);
     int kept = 0;
     cudaMemcpy(&kept, ray_offsets + n_rays, sizeof(int), cudaMemcpyDeviceToHost);
     return kept;

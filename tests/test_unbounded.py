@@ -1,0 +1,335 @@
+"""Unbounded scenes: the contraction, the two-run sampler, the distortion loss, the model's two
+paths against each other, the refusals, and a small room that only the unbounded mode learns."""
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import jittor as jt
+
+from model_factory import tiny_model
+from tensorf_jt.cli.train import main as train_main
+from tensorf_jt.config import parse_run_config
+from tensorf_jt.dataLoader.demo_scene import DemoSceneSpec, generate
+from tensorf_jt.errors import CheckpointError, ConfigError, DatasetError
+from tensorf_jt.formats.checkpoint import load_checkpoint, save_checkpoint
+from tensorf_jt.formats.checkpoint_checks import check_model_kwargs
+from tensorf_jt.formats.reference_checkpoint import to_reference
+from tensorf_jt.rendering import compositing
+from tensorf_jt.rendering.contraction import MODEL_BOX, SceneContraction, contract, uncontract
+from tensorf_jt.rendering.distortion import dense_distortion, packed_distortion
+from tensorf_jt.rendering.samplers import UnboundedSampler
+from tensorf_jt.training.trainer import Trainer
+
+# Measured here (tests/test_unbounded.py's room, 250 iterations): unbounded 20.90 dB, bounded 17.57 dB.
+UNBOUNDED_PSNR, UNBOUNDED_MARGIN_DB = 19.5, 2.0
+FOREGROUND = np.array([[-1.0, -0.5, -0.8], [1.2, 0.7, 0.6]], np.float32)
+
+
+def unbounded_model(norm: str = "inf", grid=(12, 12, 12), **overrides):
+    return tiny_model(grid=grid, aabb=MODEL_BOX, scene_contraction=norm, foreground_aabb=FOREGROUND, **overrides)
+
+
+def mixed_rays(n: int, seed: int = 0) -> np.ndarray:
+    """Rays from outside the box towards it, from inside it, and away from it."""
+    rng = np.random.default_rng(seed)
+    third = n // 3
+    outside = rng.normal(size=(third, 3)) * 3.0 + np.sign(rng.normal(size=(third, 3))) * 2.0
+    towards = rng.uniform(-0.4, 0.4, (third, 3)) - outside
+    inside = rng.uniform(-0.5, 0.5, (third, 3))
+    away = rng.normal(size=(n - 2 * third, 3)) * 3.0 + 4.0
+    origins = np.concatenate([outside, inside, away])
+    directions = np.concatenate([towards, rng.normal(size=(third, 3)), away])
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    return np.concatenate([origins, directions], 1).astype(np.float32)
+
+
+# ------------------------------------------------------------------ formulas
+@pytest.mark.parametrize("norm", ["inf", "l2"])
+def test_contraction_matches_numpy_and_inverts(norm):
+    u = np.random.default_rng(1).normal(size=(4000, 3)) * np.array([0.3, 2.0, 20.0])
+    got = contract(jt.array(u.astype(np.float32)), norm).numpy()
+    length = np.abs(u).max(1) if norm == "inf" else np.linalg.norm(u, axis=1)
+    expected = np.where((length <= 1)[:, None], u, (2 - 1 / length)[:, None] * u / length[:, None])
+    np.testing.assert_allclose(got, expected, rtol=2e-6, atol=2e-6)
+    contracted_length = np.abs(got).max(1) if norm == "inf" else np.linalg.norm(got, axis=1)
+    assert contracted_length.max() < 2.0
+    np.testing.assert_allclose(uncontract(got, norm), u, rtol=1e-3, atol=1e-5)
+
+
+def test_scene_contraction_keeps_the_foreground_and_maps_the_world_back():
+    contraction = SceneContraction(FOREGROUND, "inf")
+    world = np.random.default_rng(2).uniform(FOREGROUND[0], FOREGROUND[1], (500, 3)).astype(np.float32)
+    model = contraction(jt.array(world)).numpy()
+    assert np.abs(model).max() <= 1.0 + 1e-6
+    np.testing.assert_allclose(contraction.to_world(model), world, atol=1e-5)
+
+
+def test_sampler_runs_and_gaps():
+    """Linear steps through the box from side to side, then n_background samples evenly in
+    disparity from there; every gap reaches the next sample, the last one to where one more
+    would be."""
+    contraction = SceneContraction(FOREGROUND, "inf")
+    sampler = UnboundedSampler(contraction, near=0.05, model_step=0.1)
+    origin, direction = np.array([[-5.0, 0.1, -0.1]], np.float32), np.array([[1.0, 0.0, 0.0]], np.float32)
+    samples = sampler.dense(jt.array(origin), jt.array(direction), sampler.n_samples, None)
+    kept = samples.kept.numpy()
+    z, dist, ordinal = (samples.z.numpy().reshape(-1), samples.dist.numpy().reshape(-1),
+                        samples.ordinal.numpy().reshape(-1))
+    kept_z, kept_dist, kept_ordinal = z[kept], dist[kept], ordinal[kept]
+    t_exit = 1.2 + 5.0
+    linear = kept_z[kept_z < t_exit - 1e-4]
+    assert linear[0] == pytest.approx(-1.0 + 5.0, abs=1e-5)  # from the box's near side
+    np.testing.assert_allclose(np.diff(linear), sampler.step, rtol=1e-4)
+    background = kept_z[len(linear):]
+    assert len(background) == sampler.n_background
+    assert background[0] == pytest.approx(t_exit, rel=1e-6)
+    disparity = 1.0 / background
+    np.testing.assert_allclose(np.diff(disparity), -disparity[0] / (sampler.n_background + 1), rtol=1e-3)
+    np.testing.assert_allclose(kept_dist[:-1], np.diff(kept_z), rtol=1e-5, atol=1e-6)
+    n = sampler.n_background
+    assert kept_dist[-1] == pytest.approx(t_exit / (1 - n / (n + 1)) - background[-1], rel=1e-5)
+    np.testing.assert_array_equal(kept_ordinal, np.arange(len(kept_z)))
+
+
+def test_a_ray_that_misses_the_box_is_sampled_from_its_closest_approach_on():
+    """Nothing near the camera: the background run starts where the ray passes the box's centre."""
+    contraction = SceneContraction(FOREGROUND, "inf")
+    sampler = UnboundedSampler(contraction, near=0.05, model_step=0.1)
+    origin, direction = np.array([[-5.0, 3.0, 0.0]], np.float32), np.array([[1.0, 0.0, 0.0]], np.float32)
+    samples = sampler.dense(jt.array(origin), jt.array(direction), sampler.n_samples, None)
+    z = samples.z.numpy().reshape(-1)[samples.kept.numpy()]
+    assert len(z) == sampler.n_background
+    assert z[0] == pytest.approx(5.0 + contraction.center[0], rel=1e-6)
+
+
+def test_packed_samples_are_the_dense_samples():
+    """Same samples per ray in both paths (exactly the same ones kept), positions equal to
+    float32 rounding (Jittor's -Ofast divisions are not always correctly rounded)."""
+    model = unbounded_model()
+    sampler = model.sampler
+    rays = jt.array(mixed_rays(300, seed=3))
+    jitter = jt.array(np.random.default_rng(4).uniform(0, 1, 300).astype(np.float32))
+    dense = sampler.dense(rays[:, :3], rays[:, 3:6], sampler.n_samples, jitter)
+    packed = sampler.packed(rays[:, :3], rays[:, 3:6], sampler.n_samples, jitter)
+    kept = dense.kept.numpy()
+    counts = np.bincount(kept // sampler.n_samples, minlength=300)
+    np.testing.assert_array_equal(np.diff(packed.ray_offsets.numpy()), counts)
+    np.testing.assert_array_equal(packed.ordinal.numpy(), dense.ordinal.numpy().reshape(-1)[kept])
+    np.testing.assert_allclose(packed.xyz.numpy(), dense.xyz.numpy()[kept], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(packed.dist.numpy(), dense.dist.numpy().reshape(-1)[kept], rtol=1e-5, atol=1e-5)
+    assert np.isfinite(dense.xyz.numpy()).all() and np.abs(dense.xyz.numpy()).max() < 2.0
+
+
+def numpy_distortion(weights: np.ndarray, ordinal: np.ndarray, n_samples: int) -> float:
+    s = (ordinal + 0.5) / n_samples
+    pairs = (weights[:, :, None] * weights[:, None, :] * np.abs(s[:, :, None] - s[:, None, :])).sum((1, 2))
+    return float((pairs + (weights ** 2).sum(1) / (3 * n_samples)).mean())
+
+
+def test_distortion_loss_matches_its_definition_in_both_paths_with_gradients():
+    rng = np.random.default_rng(5)
+    n_rays, n_samples = 40, 30
+    weights = rng.uniform(0, 0.2, (n_rays, n_samples)).astype(np.float32)
+    weights[rng.uniform(size=weights.shape) < 0.4] = 0.0
+    ordinal = np.tile(np.arange(n_samples, dtype=np.float32), (n_rays, 1))
+    expected = numpy_distortion(weights.astype(np.float64), ordinal.astype(np.float64), n_samples)
+    w_dense = jt.array(weights)
+    dense = dense_distortion(w_dense, jt.array(ordinal), n_samples)
+    assert float(dense.item()) == pytest.approx(expected, rel=1e-5)
+
+    kept = np.flatnonzero(weights.reshape(-1) > 0)
+    counts = np.bincount(kept // n_samples, minlength=n_rays)
+
+    class Packed:
+        ordinal = jt.array((kept % n_samples).astype(np.int32))
+        ray_offsets = jt.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+
+    w_packed = jt.array(weights.reshape(-1)[kept])
+    packed = packed_distortion(w_packed, Packed, n_samples)
+    assert float(packed.item()) == pytest.approx(expected, rel=1e-5)
+
+    # d/dw_i of the definition: 2 sum_j w_j |s_i - s_j| + 2 w_i / (3 S), per ray, over the mean.
+    s = (ordinal + 0.5) / n_samples
+    analytic = (2 * (weights[:, None, :] * np.abs(s[:, :, None] - s[:, None, :])).sum(2)
+                + 2 * weights / (3 * n_samples)) / n_rays
+    np.testing.assert_allclose(jt.grad(dense, w_dense).numpy(), analytic, rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(jt.grad(packed, w_packed).numpy(), analytic.reshape(-1)[kept], rtol=1e-4, atol=1e-7)
+
+
+def test_opaque_samples_keep_gradients_finite():
+    """A sample made opaque by a long gap (far out in the background) must not turn the
+    gradients into NaN through its transmittance factor (cap_optical_depth)."""
+    sigma = jt.array(np.array([[0.5, 2.0, 1e-4]], np.float32))
+    dist = jt.array(np.array([[0.1, 0.1, 1e10]], np.float32))
+    capped = compositing.cap_optical_depth(sigma, dist)
+    _, weights, remaining = compositing.raw2alpha(capped, dist)
+    assert float(remaining.item()) < 1e-6
+    grad = jt.grad((weights * jt.array([[0.2, 0.5, 0.9]])).sum(), sigma).numpy()
+    assert np.isfinite(grad).all() and grad[0, 2] == 0.0
+
+
+# ------------------------------------------------------------------- the model
+@pytest.mark.parametrize("norm", ["inf", "l2"])
+def test_both_paths_render_alike_with_gradients_and_distortion(norm):
+    model = unbounded_model(norm, density_shift=-1.0)
+    model.updateAlphaMask((12, 12, 12))
+    rays = jt.array(mixed_rays(240, seed=6))
+    jitter = jt.array(np.random.default_rng(7).uniform(0, 1, 240).astype(np.float32))
+    results = {}
+    for kernels in ("fused", "reference"):
+        model.kernels = kernels
+        rgb, depth, distortion = model(rays, white_bg=True, is_train=True, jitter=jitter, with_distortion=True)
+        loss = jt.sqr(rgb - 0.3).mean() + 0.01 * distortion.mean()
+        grads = jt.grad(loss, list(model.state_dict().values()))
+        results[kernels] = (rgb.numpy(), distortion.numpy(), [g.numpy() for g in grads])
+    (rgb_f, dist_f, grads_f), (rgb_r, dist_r, grads_r) = results["fused"], results["reference"]
+    assert np.isfinite(rgb_f).all() and rgb_f.std() > 1e-3
+    np.testing.assert_allclose(rgb_f, rgb_r, atol=2e-5)
+    np.testing.assert_allclose(dist_f, dist_r, rtol=1e-4)
+    for name, g_f, g_r in zip(model.state_dict(), grads_f, grads_r):
+        assert np.isfinite(g_f).all() and np.isfinite(g_r).all(), name
+        scale = max(np.abs(g_r).max(), 1e-12)
+        assert np.abs(g_f - g_r).max() / scale < 2e-3, name
+
+
+def test_unbounded_model_has_no_white_background_and_never_shrinks():
+    model = unbounded_model(density_shift=-30.0)  # empty space: light passes every sample
+    rays = jt.array(mixed_rays(30, seed=8))
+    rgb, _ = model(rays, white_bg=True)
+    assert rgb.numpy().max() < 1e-6  # black, not white
+    assert not model.can_shrink
+    np.testing.assert_array_equal(model.aabb, MODEL_BOX)
+    np.testing.assert_array_equal(model.world_box(), FOREGROUND)
+
+
+def test_checkpoint_keeps_the_contraction(tmp_path):
+    model = unbounded_model("l2", density_shift=-1.0)
+    path = str(tmp_path / "u.th")
+    save_checkpoint(model, path)
+    loaded, _ = load_checkpoint(path)
+    assert loaded.unbounded and loaded.contraction.norm == "l2"
+    np.testing.assert_array_equal(loaded.contraction.foreground, FOREGROUND)
+    rays = jt.array(mixed_rays(60, seed=9))
+    np.testing.assert_allclose(loaded(rays)[0].numpy(), model(rays)[0].numpy(), atol=1e-6)
+
+
+# ------------------------------------------------------------------ refusals
+def test_bad_contraction_kwargs_are_refused(tmp_path):
+    kwargs = unbounded_model().get_kwargs()
+    for change, message in [({"scene_contraction": "cube"}, "scene_contraction should be one of inf, l2"),
+                            ({"foreground_aabb": [[1, 1, 1], [0, 0, 0]]}, "foreground_aabb should be a box")]:
+        with pytest.raises(CheckpointError, match=message):
+            check_model_kwargs(dict(kwargs, **change), "f.th")
+    without = {key: value for key, value in kwargs.items() if key != "foreground_aabb"}
+    with pytest.raises(CheckpointError, match="scene_contraction without foreground_aabb"):
+        check_model_kwargs(without, "f.th")
+
+
+def test_export_to_the_reference_refuses_an_unbounded_model():
+    with pytest.raises(CheckpointError, match="the reference has no scene contraction"):
+        to_reference(unbounded_model())
+
+
+def test_ndc_and_unbounded_together_are_refused():
+    with pytest.raises(ConfigError, match="use one or the other"):
+        parse_run_config(["--config", "configs/flower.txt", "--unbounded", "1"])
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--unbounded", "2"], r"unbounded must be 1 \(contract the space beyond the box\), 0 \(bounded\) or -1"),
+    (["--contraction", "cube"], "contraction must be 'inf' or 'l2', got 'cube'"),
+    (["--distortion_weight", "-1"], "distortion_weight must not be negative, got -1.0"),
+])
+def test_bad_unbounded_settings_are_refused(flags, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_run_config(["--config", "configs/demo_room.txt", *flags])
+
+
+def test_llff_captures_all_around_their_object_read_as_unbounded(tmp_path):
+    from fake_datasets import make_llff
+    from tensorf_jt.dataLoader.demo_scene import look_at_origin
+    from tensorf_jt.dataLoader.llff import LLFFDataset
+
+    angles = np.linspace(0, 2 * np.pi, 12, endpoint=False)
+    ring = np.stack([look_at_origin(np.array([3 * np.cos(a), 3 * np.sin(a), 1.0])) for a in angles])
+    around = LLFFDataset(make_llff(str(tmp_path / "ring"), poses_opengl=ring), split="train", downsample=4,
+                         unbounded=-1)
+    assert around.unbounded and around.ndc_parameters is None and not around.white_bg
+    centres = around.camera_poses[:, :3, 3]
+    assert np.all(centres >= around.scene_bbox[0]) and np.all(centres <= around.scene_bbox[1])
+    facing = LLFFDataset(make_llff(str(tmp_path / "facing")), split="train", downsample=4, unbounded=-1)
+    assert not facing.unbounded and facing.ndc_parameters is not None
+
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "cup").is_dir(), reason="the real captures in ../shared/data are absent")
+def test_the_real_360_capture_is_told_unbounded_and_the_forward_facing_one_is_not():
+    """The cup capture (an arc of about 110 degrees around a cup on a shelf, cameras close to it)
+    fitted as the converter fits it; fern (forward-facing) read as LLFF."""
+    from tensorf_jt.dataLoader import colmap_scene, scene_fit
+    from tensorf_jt.dataLoader.llff import LLFFDataset
+    from tensorf_jt.formats.colmap import read_model
+
+    model = read_model(str(SHARED_DATA / "cup" / "sparse" / "0"))
+    images = sorted(model.images.values(), key=lambda image: image.name)
+    c2w = np.stack([image.camera_to_world() for image in images]) @ np.diag([1.0, -1.0, -1.0, 1.0])
+    camera = colmap_scene.shared_pinhole([model.cameras[image.camera_id] for image in images])
+    similarity, box, _, _ = colmap_scene.fit_scene(c2w, model.points.xyz, model.points.track_lengths,
+                                                   colmap_scene.view_points(images, model.points.ids), camera)
+    why = scene_fit.sees_beyond_box(scene_fit.transform_points(similarity, model.points.xyz),
+                                    model.points.track_lengths, scene_fit.transform_poses(similarity, c2w), box)
+    assert why is not None and "cameras stand within the box" in why
+    fern = LLFFDataset(str(SHARED_DATA / "fern_8"), split="train", downsample=8, unbounded=-1)
+    assert not fern.unbounded
+
+
+@pytest.fixture(scope="module")
+def room(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("room") / "demo_room"
+    return generate(str(root), DemoSceneSpec(image_size=32, n_train=40, n_val=1, n_test=4, supersampling=2, room=True))
+
+
+def test_unbounded_flag_in_transforms_must_be_a_boolean(room, tmp_path):
+    copy = tmp_path / "room"
+    shutil.copytree(room, copy)
+    path = copy / "transforms_train.json"
+    meta = json.loads(path.read_text())
+    meta["unbounded"] = "yes"
+    path.write_text(json.dumps(meta))
+    with pytest.raises(DatasetError, match="'unbounded' must be true or false"):
+        Trainer(parse_run_config(room_argv(str(copy), tmp_path))[0])
+
+
+def test_a_box_no_camera_sees_is_refused(room, tmp_path):
+    argv = room_argv(room, tmp_path) + ["--dataset_name", "blender", "--unbounded", "1",
+                                        "--scene_bbox", "40", "40", "40", "41", "41", "41"]
+    with pytest.raises(DatasetError, match="in no training camera's view"):
+        Trainer(parse_run_config(argv)[0])
+
+
+# ----------------------------------------------------------------- training
+def room_argv(datadir: str, basedir, *extra) -> list[str]:
+    """configs/demo_room.txt at a small scale, reading the room generated above as own_data."""
+    return ["--config", "configs/demo_room.txt", "--dataset_name", "own_data", "--datadir", datadir,
+            "--basedir", str(basedir), "--n_iters", "250", "--batch_size", "512", "--N_voxel_init", "4096",
+            "--N_voxel_final", "32768", "--upsamp_list", "50", "--upsamp_list", "100",
+            "--update_AlphaMask_list", "80", "--update_AlphaMask_list", "160", "--n_lamb_sigma", "8",
+            "--n_lamb_sh", "8", "--N_vis", "0", "--render_test", "1", "--progress_refresh_rate", "50", *extra]
+
+
+@pytest.mark.slow
+def test_a_room_is_learnt_only_as_an_unbounded_scene(room, tmp_path, capsys):
+    """The scene's files say it is unbounded; forced bounded, the same schedule ends well below."""
+    assert train_main(room_argv(room, tmp_path, "--expname", "unbounded")) == 0
+    assert "unbounded: the box is the foreground" in capsys.readouterr().out
+    assert train_main(room_argv(room, tmp_path, "--expname", "bounded", "--unbounded", "0")) == 0
+    psnr = {name: json.load(open(tmp_path / name / "imgs_test_all" / "metrics.json"))["psnr"]
+            for name in ("unbounded", "bounded")}
+    assert psnr["unbounded"] > UNBOUNDED_PSNR, psnr
+    assert psnr["unbounded"] > psnr["bounded"] + UNBOUNDED_MARGIN_DB, psnr
+    model, _ = load_checkpoint(str(tmp_path / "unbounded" / "unbounded.th"))
+    assert model.unbounded
