@@ -52,12 +52,12 @@ def train(datadir: str, basedir: Path, mode: str, flags: list[str]) -> dict:
             **{key: value for key, value in metrics.items() if key != "views"}}
 
 
-def side_by_side(datadir: str, basedir: Path, out: Path) -> None:
+def side_by_side(datadir: str, basedir: Path, out: Path, downsample: float) -> None:
     """Rows: ground truth, bounded, unbounded; columns: the first test views."""
     import imageio.v3 as iio
     from tensorf_jt.dataLoader.own_data import OwnDataDataset
 
-    test = OwnDataDataset(datadir, split="test", is_stack=True)
+    test = OwnDataDataset(datadir, split="test", downsample=downsample, is_stack=True)
     width, height = test.img_wh
     count = min(PICTURE_VIEWS, test.n_views)
     truth = [np.round(test.view_rgbs(v).reshape(height, width, 3) * 255).astype(np.uint8) for v in range(count)]
@@ -90,7 +90,8 @@ def main() -> None:
     (out / "results.json").write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
     if args.picture:
-        side_by_side(datadir, out, Path(args.picture))
+        downsample = float(flags[flags.index("--downsample_test") + 1]) if "--downsample_test" in flags else 1.0
+        side_by_side(datadir, out, Path(args.picture), downsample)
 
 
 if __name__ == "__main__":
