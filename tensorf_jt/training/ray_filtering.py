@@ -2,10 +2,10 @@
 
 At the start, rays that miss the scene box are dropped (``bbox_only``; in an unbounded scene
 every ray sees the background and is kept); at the second alpha-mask update, rays whose
-samples all fall in empty space are too (the model's sampler decides, ``TensorBase.rays_hit``). The result is a mask
-over the dataset's rays, which a training state stores in one bit per ray; the rays
-themselves are made a chunk at a time from the dataset's views. Under MPI each rank tests its
-part of the rays and every rank receives the whole mask.
+samples all fall in empty space are too (the model's sampler decides, ``TensorBase.rays_hit``).
+The result is a mask over the dataset's rays, which a training state stores in one bit per
+ray; the rays themselves are made a chunk at a time from the dataset's views. Under MPI each
+rank tests its part of the rays and every rank receives the whole mask.
 """
 from __future__ import annotations
 
