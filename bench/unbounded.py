@@ -6,7 +6,9 @@ Each mode trains in its own ``train.py`` process, one after the other, with the 
 (``configs/demo_room.txt``'s model unless flags say otherwise) and differs only in
 ``--unbounded``. The scene is the built-in room, generated at ``--size`` pixels with
 ``--views`` training views, or ``--datadir`` (an own_data folder, e.g. a converted COLMAP
-capture). Flags after ``--`` go to both runs.
+capture). Flags after ``--`` go to every run. ``--modes`` picks the modes to run, and each
+``--variant NAME "FLAGS"`` adds a run of the unbounded mode with FLAGS added (the per-view
+corrections, say), reported under NAME.
 
     python bench/unbounded.py --size 48 --views 24 --picture docs/unbounded_room.png -- --n_iters 1000 \\
         --batch_size 1024 --N_voxel_init 32768 --N_voxel_final 262144 --upsamp_list 100 --upsamp_list 200 \\
@@ -39,15 +41,15 @@ def room(folder: Path, size: int, views: int) -> str:
     return str(folder)
 
 
-def train(datadir: str, basedir: Path, mode: str, flags: list[str]) -> dict:
+def train(datadir: str, basedir: Path, name: str, unbounded: str, flags: list[str]) -> dict:
     command = [sys.executable, str(ROOT / "train.py"), "--config", str(ROOT / "configs" / "demo_room.txt"),
-               "--dataset_name", "own_data", "--datadir", datadir, "--basedir", str(basedir), "--expname", mode,
-               "--unbounded", MODES[mode], "--N_vis", "0", "--render_test", "1", *flags]
+               "--dataset_name", "own_data", "--datadir", datadir, "--basedir", str(basedir), "--expname", name,
+               "--unbounded", unbounded, "--N_vis", "0", "--render_test", "1", *flags]
     output = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if output.returncode != 0:
-        raise SystemExit(f"{mode} run failed:\n{output.stdout[-2000:]}\n{output.stderr[-3000:]}")
+        raise SystemExit(f"{name} run failed:\n{output.stdout[-2000:]}\n{output.stderr[-3000:]}")
     wall, step, rss = RESULT_LINE.search(output.stdout).groups()
-    metrics = json.loads((basedir / mode / "imgs_test_all" / "metrics.json").read_text())
+    metrics = json.loads((basedir / name / "imgs_test_all" / "metrics.json").read_text())
     return {"wall_time_s": float(wall), "s_per_iter": float(step), "peak_rss_mb": int(rss),
             **{key: value for key, value in metrics.items() if key != "views"}}
 
@@ -77,19 +79,25 @@ def main() -> None:
     parser.add_argument("--views", type=int, default=24, help="the room's training views")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "unbounded"))
     parser.add_argument("--picture", help="where to write the side-by-side test views (PNG)")
-    parser.add_argument("flags", nargs=argparse.REMAINDER, help="-- then train.py flags for both runs")
+    parser.add_argument("--modes", nargs="*", choices=list(MODES), default=list(MODES), help="the modes to run (none: only the variants)")
+    parser.add_argument("--variant", nargs=2, action="append", default=[], metavar=("NAME", "FLAGS"),
+                        help="also run the unbounded mode with these train.py flags, reported as NAME")
+    parser.add_argument("flags", nargs=argparse.REMAINDER, help="-- then train.py flags for every run")
     args = parser.parse_args()
     flags = args.flags[1:] if args.flags[:1] == ["--"] else args.flags
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     datadir = args.datadir or room(out / f"room_{args.size}_{args.views}", args.size, args.views)
-    results = {mode: train(datadir, out, mode, flags) for mode in MODES}
-    results["unbounded_minus_bounded_db"] = results["unbounded"]["psnr"] - results["bounded"]["psnr"]
-    results["s_per_iter_ratio"] = results["unbounded"]["s_per_iter"] / results["bounded"]["s_per_iter"]
-    results["peak_rss_ratio"] = results["unbounded"]["peak_rss_mb"] / results["bounded"]["peak_rss_mb"]
+    results = {mode: train(datadir, out, mode, MODES[mode], flags) for mode in args.modes}
+    for name, extra in args.variant:
+        results[name] = train(datadir, out, name, MODES["unbounded"], flags + extra.split())
+    if set(MODES) <= set(results):
+        results["unbounded_minus_bounded_db"] = results["unbounded"]["psnr"] - results["bounded"]["psnr"]
+        results["s_per_iter_ratio"] = results["unbounded"]["s_per_iter"] / results["bounded"]["s_per_iter"]
+        results["peak_rss_ratio"] = results["unbounded"]["peak_rss_mb"] / results["bounded"]["peak_rss_mb"]
     (out / "results.json").write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
-    if args.picture:
+    if args.picture and set(MODES) <= set(results):
         downsample = float(flags[flags.index("--downsample_test") + 1]) if "--downsample_test" in flags else 1.0
         side_by_side(datadir, out, Path(args.picture), downsample)
 

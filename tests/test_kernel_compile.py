@@ -83,6 +83,22 @@ def test_the_script_is_written_once_and_named_by_its_text(tmp_path):
     assert "'/opt/python it'\\''s'" in kernel_compile.script_text("/opt/python it's")
 
 
+def test_every_name_of_one_interpreter_gives_one_launcher(tmp_path):
+    """A virtual environment's python, python3 and python3.11 are one interpreter (Jittor names the
+    last when started as python3): one launcher, so one build command per kernel."""
+    (tmp_path / "python3").write_text("")
+    for name in ("python", "python3.11"):
+        (tmp_path / name).symlink_to("python3")
+    named = {kernel_compile.plain_python(str(tmp_path / name)) for name in ("python", "python3", "python3.11")}
+    assert named == {str(tmp_path / "python")}
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "python").write_text("")  # another interpreter of that name
+    (other / "python3.11").write_text("")
+    assert kernel_compile.plain_python(str(other / "python3.11")) == str(other / "python3.11")
+    assert kernel_compile.plain_python("/nowhere/python3.11") == "/nowhere/python3.11"
+
+
 def test_jittor_uses_it_and_it_is_not_wrapped_twice():
     assert Path(jt.flags.python_path).name.startswith("kernel_compile_")
     assert (f"link='{kernel_compile.GOLD}'" in Path(jt.flags.python_path).read_text()) == bool(shutil.which("ld.gold"))

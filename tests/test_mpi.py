@@ -81,13 +81,14 @@ def test_two_ranks_train_what_one_process_trains(tiny_scene, tmp_path):
 DRIVER = """\
 import json, sys
 import numpy as np
-import tensorf_jt
+import tensorf_jt.runtime
 import jittor as jt
 from tensorf_jt.runtime import distributed
 from tensorf_jt.config import load_run_config
 from tensorf_jt.runtime.distributed import RanksDiverged
 from tensorf_jt.training.trainer import Trainer
 
+tensorf_jt.runtime.setup()  # kernels built as train.py builds them: Jittor keeps one build per kernel
 trainer = Trainer(load_run_config(sys.argv[1:]))
 trainer.run()
 state = trainer.model.state_dict()

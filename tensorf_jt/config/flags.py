@@ -145,6 +145,12 @@ def config_parser() -> configargparse.ArgumentParser:
         help="unbounded scenes: the norm of the scene contraction, inf (a cube around the box) or l2 (a sphere)")
     add("--distortion_weight", type=float, default=DEFAULT_DISTORTION_WEIGHT,
         help="unbounded scenes: weight of mip-NeRF 360's distortion loss (0: off, the default)")
+    add("--appearance_dim", type=int, default=0,
+        help="a learned appearance code of this many numbers per training view, for exposure and white-balance "
+             "changes between photos (MLP shaders; 0: none, the default). Views without one use the mean code")
+    add("--refine_poses", type=int, default=0,
+        help="1: learn a rotation and translation per training view that corrects its camera pose (0: off, the "
+             "default); test views keep their given poses")
     add("--demo_image_size", type=int, default=100, help="demo scene: image width and height in pixels")
     add("--demo_n_train", type=int, default=60, help="demo scene: number of training views")
     add("--demo_n_test", type=int, default=8, help="demo scene: number of test views")

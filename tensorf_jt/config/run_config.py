@@ -93,6 +93,8 @@ class ModelConfig:
     step_ratio: float
     nSamples: int  # upper bound on samples per ray (1e6: set by the grid alone)
     contraction: str  # unbounded scenes: the contraction's norm (scene_contraction)
+    appearance_dim: int  # per-view appearance codes (0: none)
+    refine_poses: int  # 1: per-view pose corrections
     ckpt: Optional[str]  # model to start training from, or to render
 
 
@@ -304,6 +306,14 @@ def _validate(config: RunConfig) -> None:
                           "ndc_ray = 0, unbounded = 1).")
     if model.contraction not in ("inf", "l2"):
         raise ConfigError(f"contraction must be 'inf' or 'l2', got '{model.contraction}'.")
+    if model.appearance_dim < 0:
+        raise ConfigError(f"appearance_dim must be 0 (no appearance codes) or positive, got {model.appearance_dim}.")
+    if model.refine_poses not in (0, 1):
+        raise ConfigError(f"refine_poses must be 0 (off) or 1 (learn a pose correction per view), got "
+                          f"{model.refine_poses}.")
+    if model.refine_poses and data.ndc_ray:
+        raise ConfigError("refine_poses = 1 corrects world-space camera poses, but ndc_ray = 1 trains on NDC rays: "
+                          "set refine_poses = 0 for a forward-facing NDC scene.")
     if schedule.distortion_weight < 0:
         raise ConfigError(f"distortion_weight must not be negative, got {schedule.distortion_weight}.")
     if render.N_vis != 0 and render.vis_every <= 0:

@@ -75,7 +75,7 @@ def vertex_colors(model: TensorBase, vertices: np.ndarray, normals: np.ndarray, 
         for start in range(0, vertices.shape[0], chunk):
             points = model.normalize_coord(model.model_points(jt.array(vertices[start:start + chunk])))
             viewdirs = jt.array(-normals[start:start + chunk])
-            rgb = model.renderModule(points, viewdirs, model.compute_appfeature(points))
+            rgb = model.shade(points, viewdirs)
             colors.append(rgb.numpy())
     rgb = np.concatenate(colors) if colors else np.zeros((0, 3), np.float32)
     return np.round(np.clip(rgb, 0.0, 1.0) * 255).astype(np.uint8)

@@ -20,7 +20,8 @@ from tensorf_jt.kernels import KERNELS
 
 MAX_VOXELS = 2 ** 31 - 1  # grid and alpha-mask voxels (the kernels' int32 indices)
 MAX_COMPONENTS = 4096  # per axis, density or appearance
-MAX_WIDTH = 65536  # app_dim, featureC
+MAX_WIDTH = 65536  # app_dim, featureC, appearance_dim
+MAX_VIEWS = 1_000_000  # training views with per-view corrections
 MAX_ENCODING_FREQUENCIES = 64  # pos_pe, view_pe, fea_pe
 
 _FLOAT_KWARGS = ("density_shift", "alphaMask_thres", "distance_scale", "rayMarch_weight_thres", "step_ratio")
@@ -125,6 +126,7 @@ def check_model_kwargs(kwargs, source: str) -> None:
     if kwargs.get("shadingMode", SHADING_MODES[0]) not in SHADING_MODES:
         raise CheckpointError(f"{where}.shadingMode '{kwargs['shadingMode']}' is not one of {', '.join(SHADING_MODES)}.")
     _check_contraction(kwargs, where)
+    _check_view_corrections(kwargs, where)
 
 
 def _check_contraction(kwargs: dict, where: str) -> None:
@@ -142,6 +144,16 @@ def _check_contraction(kwargs: dict, where: str) -> None:
         raise CheckpointError(f"{where}.scene_contraction should be one of {', '.join(NORMS)}, "
                               f"found {_shown(kwargs['scene_contraction'])}.")
     _box(kwargs["foreground_aabb"], f"{where}.foreground_aabb")
+
+
+def _check_view_corrections(kwargs: dict, where: str) -> None:
+    """Per-view corrections: ``appearance_dim`` and ``n_views`` counts, ``refine_poses`` a boolean."""
+    if "appearance_dim" in kwargs:
+        _integers(kwargs["appearance_dim"], 1, f"{where}.appearance_dim", 0, MAX_WIDTH)
+    if "n_views" in kwargs:
+        _integers(kwargs["n_views"], 1, f"{where}.n_views", 0, MAX_VIEWS)
+    if "refine_poses" in kwargs and not isinstance(kwargs["refine_poses"], bool):
+        raise CheckpointError(f"{where}.refine_poses should be True or False, found {_shown(kwargs['refine_poses'])}.")
 
 
 def check_state_dict(state_dict, source: str) -> None:

@@ -119,6 +119,10 @@ def to_reference(model: TensorBase) -> dict:
         raise CheckpointError("An unbounded model cannot be exported: the reference has no scene contraction, so it "
                               "would render the contracted grid as if it were the world. Render it here with "
                               "render.py, or train with --unbounded 0 for a checkpoint the reference can use.")
+    if model.appearance_dim:
+        raise CheckpointError("A model with appearance codes cannot be exported: the reference's shading MLP has no "
+                              "inputs for them. Render it here with render.py, or train with --appearance_dim 0 for "
+                              "a checkpoint the reference can use.")
     if model.shadingMode == "MLP_PE":
         raise CheckpointError(f"An MLP_PE model cannot be exported: {_MLP_PE_DEFECT}, so no reference code can "
                               "render it.")
@@ -126,7 +130,11 @@ def to_reference(model: TensorBase) -> dict:
     if isinstance(model, TensorVM):
         # The reference's TensorVM adds the two counts as numbers (per-axis lists would be concatenated).
         kwargs["density_n_comp"], kwargs["appearance_n_comp"] = model.density_n_comp[0], model.app_n_comp[0]
-    ckpt = {"kwargs": kwargs, "state_dict": collections.OrderedDict(model.state_dict())}
+    # Pose corrections belong to the training photos, not the scene: the export leaves them out.
+    for key in ("appearance_dim", "refine_poses", "n_views"):
+        kwargs.pop(key, None)
+    state = [(name, value) for name, value in model.state_dict().items() if not name.startswith("pose_corrections.")]
+    ckpt = {"kwargs": kwargs, "state_dict": collections.OrderedDict(state)}
     if model.alphaMask is not None:
         packed = model.alphaMask.packed()
         ckpt.update({

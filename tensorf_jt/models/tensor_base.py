@@ -10,12 +10,15 @@ composing three parts, each in its own module:
   samples may hold density -- ``BoxSampler`` for the reference's bounded scenes,
   ``UnboundedSampler`` for scenes beyond a foreground box (``scene_contraction``), whose
   positions are contracted into the grid's cube (``rendering.contraction``);
-- the field, evaluated at those samples (model space: the world for a bounded scene);
-- the *renderer* (``rendering.compositing``): weights from densities, pixels from weights,
-  dense for the reference path and packed for the fused kernels.
+- the field, evaluated at those samples (model space: the world for a bounded scene):
+  ``density`` and ``shade``, with the per-view corrections of ``models.view_corrections``;
+- the *renderer* (``rendering.renderer``, with the formulas in ``rendering.compositing``):
+  weights from densities, pixels from weights, dense for the reference path and packed for
+  the fused kernels.
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import numpy as np
@@ -25,9 +28,10 @@ from jittor import nn
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.kernels import check_kernels
 from tensorf_jt.models.shading import build_shader
-from tensorf_jt.rendering import compositing, distortion as distortion_loss
+from tensorf_jt.models.view_corrections import AppearanceCodes, PoseCorrections
+from tensorf_jt.rendering import renderer
 from tensorf_jt.rendering.alpha_grid import AlphaGridMask, binarize_alpha, occupied_bounds
-from tensorf_jt.rendering.contraction import MODEL_BOX, NORMS, SceneContraction
+from tensorf_jt.rendering.contraction import NORMS, SceneContraction
 from tensorf_jt.rendering.samplers import BoxSampler, UnboundedSampler, flat_indices
 from tensorf_jt.rendering.torch_numerics import linspace_f32
 from tensorf_jt.runtime.profiling import stage
@@ -69,7 +73,10 @@ class TensorBase(nn.Module):
     for an unbounded scene, ``scene_contraction`` ('inf' or 'l2', the contraction's norm) and
     ``foreground_aabb`` (the world box the contraction keeps as it is); ``aabb`` is then the
     grid's box in contracted space, ``rendering.contraction.MODEL_BOX``. Bounded models' kwargs
-    hold neither, as the reference's.
+    hold neither, as the reference's. ``appearance_dim`` > 0 (a code of that size per training
+    view) and ``refine_poses`` (a pose correction per training view) add the per-view
+    corrections of ``models.view_corrections`` for ``n_views`` training views; only models that
+    use them have these keys.
     """
 
     # Which grid axes each of the three planes spans and which axis its line runs along.
@@ -104,6 +111,9 @@ class TensorBase(nn.Module):
         scene_contraction: str | None = None,
         foreground_aabb=None,
         kernels: str = "fused",
+        appearance_dim: int = 0,
+        refine_poses: bool = False,
+        n_views: int = 0,
     ) -> None:
         super().__init__()
         if fea2denseAct not in DENSITY_ACTIVATIONS:
@@ -135,7 +145,15 @@ class TensorBase(nn.Module):
 
         self.shadingMode, self.pos_pe, self.view_pe, self.fea_pe, self.featureC = (
             shadingMode, int(pos_pe), int(view_pe), int(fea_pe), int(featureC))
-        self.renderModule = build_shader(shadingMode, self.app_dim, self.pos_pe, self.view_pe, self.fea_pe, self.featureC)
+        self.appearance_dim, self.refine_poses, self.n_views = int(appearance_dim), bool(refine_poses), int(n_views)
+        if self.appearance_dim < 0:
+            raise ConfigError(f"appearance_dim must be 0 (no appearance codes) or positive, got {self.appearance_dim}.")
+        if (self.appearance_dim or self.refine_poses) and self.n_views <= 0:
+            raise ConfigError("Per-view appearance codes and pose corrections need n_views, the number of training views.")
+        self.appearance = AppearanceCodes(self.n_views, self.appearance_dim) if self.appearance_dim else None
+        self.pose_corrections = PoseCorrections(self.n_views) if self.refine_poses else None
+        self.renderModule = build_shader(shadingMode, self.app_dim, self.pos_pe, self.view_pe, self.fea_pe, self.featureC,
+                                         self.appearance_dim)
         self.kernels = kernels
 
     @property
@@ -147,11 +165,29 @@ class TensorBase(nn.Module):
     @kernels.setter
     def kernels(self, name: str) -> None:
         self._kernels = check_kernels(name)
+        self._tracking_positions = False
         self.renderModule.fused = self.fused
 
     @property
     def fused(self) -> bool:
         return self._kernels == "fused"
+
+    @property
+    def fused_lookups(self) -> bool:
+        """Whether grid lookups use the fused kernels: not while poses are refined, since those
+        kernels give no gradients for sample positions (nor the shader's for view directions)."""
+        return self.fused and not self._tracking_positions
+
+    @contextlib.contextmanager
+    def _positions_tracked(self, tracked: bool):
+        """Look up the grids and encode the shader's input in Jittor while ``tracked``."""
+        self._tracking_positions = tracked
+        self.renderModule.fused = self.fused_lookups
+        try:
+            yield
+        finally:
+            self._tracking_positions = False
+            self.renderModule.fused = self.fused
 
     @property
     def unbounded(self) -> bool:
@@ -269,6 +305,12 @@ class TensorBase(nn.Module):
     def get_optparam_groups(self, lr_init_spatialxyz: float = 0.02, lr_init_network: float = 0.001) -> list[dict]:
         raise NotImplementedError
 
+    def view_correction_groups(self, lr_init_network: float = 0.001) -> list[dict]:
+        """Parameter groups of the per-view corrections, trained at the networks' rate (none
+        without them); the optimizer puts them after the field's groups."""
+        modules = [module for module in (self.appearance, self.pose_corrections) if module is not None]
+        return [{"params": module.parameters(), "lr": lr_init_network} for module in modules]
+
     def feature2density(self, density_features: jt.Var) -> jt.Var:
         if self.fea2denseAct == "softplus":
             return softplus(density_features + self.density_shift)
@@ -300,6 +342,8 @@ class TensorBase(nn.Module):
         if self.contraction is not None:
             kwargs["scene_contraction"] = self.contraction.norm
             kwargs["foreground_aabb"] = jt.array(self.contraction.foreground)
+        if self.appearance_dim or self.refine_poses:
+            kwargs.update(appearance_dim=self.appearance_dim, refine_poses=self.refine_poses, n_views=self.n_views)
         return kwargs
 
     # ------------------------------------------------------------- alpha grid
@@ -368,7 +412,7 @@ class TensorBase(nn.Module):
     def execute(
         self, rays_chunk: jt.Var, white_bg: bool = True, is_train: bool = False, ndc_ray: bool = False,
         N_samples: int = -1, jitter: jt.Var | None = None, with_opacity: bool = False,
-        with_distortion: bool = False,
+        with_distortion: bool = False, view_ids: jt.Var | None = None,
     ) -> tuple[jt.Var, ...]:
         """Render rays [R, 6] (origin, direction) -> rgb_map [R, 3], depth_map [R], then with
         ``with_opacity`` the accumulated opacity acc_map [R] (the viewer shows it), and with
@@ -385,92 +429,46 @@ class TensorBase(nn.Module):
         data-parallel trainer passes each rank its share of one draw per batch). A bounded
         scene's transparent part is white (``white_bg``, and at random half the training
         batches, as the reference does) or black; an unbounded scene's is black, always: its
-        background is the scene's own, built of density in the contracted shell.
+        background is the scene's own, built of density in the contracted shell. ``view_ids`` [R]
+        (int32) name the training view of each ray, for the per-view corrections; without them
+        rays keep their poses and shade with the mean appearance code.
         """
         n_samples = N_samples if N_samples > 0 else self.nSamples
+        corrected = self.pose_corrections is not None and view_ids is not None
+        if corrected:
+            rays_chunk = self.pose_corrections(rays_chunk, view_ids)
+        codes = None if self.appearance is None else self.appearance(view_ids, rays_chunk.shape[0])
         white = not self.unbounded and (white_bg or (is_train and float(np.random.rand()) < 0.5))
         if is_train and self.jitter_samples and not ndc_ray:
             jitter = jt.rand(rays_chunk.shape[0]) if jitter is None else jitter
         else:
             jitter = None
-        if self.fused and not ndc_ray:
-            maps = self._render_packed(rays_chunk, white, n_samples, jitter, with_distortion)
-        else:
-            maps = self._render_dense(rays_chunk, white, is_train, n_samples, ndc_ray, jitter, with_distortion)
+        with self._positions_tracked(corrected):
+            if self.fused and not ndc_ray:
+                maps = renderer.render_packed(self, rays_chunk, white, n_samples, jitter, with_distortion, codes,
+                                              corrected)
+            else:
+                maps = renderer.render_dense(self, rays_chunk, white, is_train, n_samples, ndc_ray, jitter,
+                                             with_distortion, codes, corrected)
         rgb_map, depth_map, acc_map, distortion = maps
         return (rgb_map, depth_map) + ((acc_map,) if with_opacity else ()) + ((distortion,) if with_distortion else ())
 
-    def _shade(self, points: jt.Var, viewdirs: jt.Var) -> jt.Var:
-        """Colour [M, 3] of normalised points [M, 3] seen along viewdirs [M, 3]."""
+    def shade(self, points: jt.Var, viewdirs: jt.Var, codes: jt.Var | None = None) -> jt.Var:
+        """Colour [M, 3] of normalised points [M, 3] seen along viewdirs [M, 3], with appearance
+        codes [M, appearance_dim] when the model has them (default: the mean code)."""
+        if self.appearance is not None and codes is None:
+            codes = self.appearance(None, points.shape[0])
         with stage("field"):
             features = self.compute_appfeature(points)
         with stage("shading"):
-            return self.renderModule(points, viewdirs, features)
+            if codes is None:
+                return self.renderModule(points, viewdirs, features)
+            return self.renderModule(points, viewdirs, features, codes)
 
-    def _density(self, xyz: jt.Var) -> jt.Var:
+    def density(self, xyz: jt.Var) -> jt.Var:
         """Density [N] at model-space points [N, 3]."""
         with stage("field"):
             return self.feature2density(self.compute_densityfeature(self.normalize_coord(xyz)))
-
-    def _render_dense(self, rays_chunk: jt.Var, white: bool, is_train: bool, n_samples: int, ndc_ray: bool,
-                      jitter: jt.Var | None, with_distortion: bool):
-        rays_o, rays_d = rays_chunk[:, :3], rays_chunk[:, 3:6]
-        n_rays = rays_chunk.shape[0]
-        with stage("sampling"):
-            if ndc_ray:
-                samples = self.sampler.dense_ndc(rays_o, rays_d, n_samples, is_train and self.jitter_samples,
-                                                 self.alphaMask, self.fused)
-            else:
-                samples = self.sampler.dense(rays_o, rays_d, n_samples, jitter, self.alphaMask, self.fused)
-        n_samples = samples.z.shape[1]
-        sigma = jt.zeros(n_rays * n_samples, dtype="float32")
-        if samples.kept.shape[0] > 0:
-            sigma[samples.kept] = self._density(samples.xyz[samples.kept])
-        sigma = sigma.reshape(n_rays, n_samples)
-
-        with stage("compositing"):
-            dist = samples.dist * self.distance_scale
-            if self.unbounded:
-                sigma = compositing.cap_optical_depth(sigma, dist)
-            _, weights, _ = compositing.raw2alpha(sigma, dist)
-            shaded = flat_indices(weights > self.rayMarch_weight_thres)
-        rgb = jt.zeros((n_rays * n_samples, 3), dtype="float32")
-        if shaded.shape[0] > 0:
-            rgb[shaded] = self._shade(self.normalize_coord(samples.xyz[shaded]), samples.viewdirs[shaded // n_samples])
-        rgb = rgb.reshape(n_rays, n_samples, 3)
-
-        with stage("compositing"):
-            maps = compositing.accumulate(weights, rgb, samples.z, rays_chunk[:, -1], white)
-            distortion = (distortion_loss.dense_distortion(weights, samples.ordinal, self.nSamples)
-                          if with_distortion and samples.ordinal is not None else jt.zeros(1))
-        return maps + (distortion,)
-
-    def _render_packed(self, rays_chunk: jt.Var, white: bool, n_samples: int, jitter: jt.Var | None,
-                       with_distortion: bool):
-        n_rays = rays_chunk.shape[0]
-        rays_o, viewdirs = rays_chunk[:, :3], rays_chunk[:, 3:6]
-        with stage("sampling"):
-            samples = self.sampler.packed(rays_o, viewdirs, n_samples, jitter, self.alphaMask)
-        if samples.count == 0:
-            zeros = jt.zeros(n_rays, dtype="float32")
-            maps = compositing.finish_pixels(jt.zeros((n_rays, 3), dtype="float32"), zeros, zeros,
-                                             rays_chunk[:, -1], white)
-            return maps + (jt.zeros(1),)
-        sigma = self._density(samples.xyz)
-        with stage("compositing"):
-            dist = samples.dist * self.distance_scale
-            if self.unbounded:
-                sigma = compositing.cap_optical_depth(sigma, dist)
-            weights = compositing.packed_weights(sigma, dist, samples.ray_offsets)
-            shaded = flat_indices(weights > self.rayMarch_weight_thres)
-        rgb = None
-        if shaded.shape[0] > 0:
-            rgb = self._shade(self.normalize_coord(samples.xyz[shaded]), viewdirs[samples.ray_index[shaded]])
-        with stage("compositing"):
-            maps = compositing.packed_pixels(weights, rgb, shaded, samples, n_rays, rays_chunk[:, -1], white)
-            distortion = (distortion_loss.packed_distortion(weights, samples, self.nSamples)
-                          if with_distortion and samples.ordinal is not None else jt.zeros(1))
-        return maps + (distortion,)
 
 
 def _numpy(box) -> np.ndarray:

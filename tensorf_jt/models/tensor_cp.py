@@ -55,12 +55,12 @@ class TensorCP(TensorBase):
         return product
 
     def compute_densityfeature(self, xyz_normed: jt.Var) -> jt.Var:
-        if self.fused:
+        if self.fused_lookups:
             return cp_features(xyz_normed, self._channel_last(self.density_line), density_mode=True)
         return self._line_products(self.density_line, xyz_normed).sum(-1)
 
     def compute_appfeature(self, xyz_normed: jt.Var) -> jt.Var:
-        if self.fused:
+        if self.fused_lookups:
             products = cp_features(xyz_normed, self._channel_last(self.app_line), density_mode=False)
         else:
             products = self._line_products(self.app_line, xyz_normed)

@@ -75,13 +75,13 @@ class TensorVMSplit(TensorBase):
 
     def compute_densityfeature(self, xyz_normed: jt.Var) -> jt.Var:
         planes, lines = self.density_grids()
-        if self.fused:
+        if self.fused_lookups:
             return vm_features(xyz_normed, *self._channel_last(planes, lines), density_mode=True)
         return sum(p.sum(-1) for p in self._plane_line_products(planes, lines, xyz_normed))
 
     def compute_appfeature(self, xyz_normed: jt.Var) -> jt.Var:
         planes, lines = self.app_grids()
-        if self.fused:
+        if self.fused_lookups:
             products = vm_features(xyz_normed, *self._channel_last(planes, lines), density_mode=False)
         else:
             products = jt.concat(self._plane_line_products(planes, lines, xyz_normed), dim=-1)

@@ -12,6 +12,10 @@ gets the same with one line after its imports::
     import tensorf_jt.runtime
     tensorf_jt.runtime.setup()
 
+Jittor's cache holds one build of each kernel and builds it again whenever the build command
+differs, so a script without ``setup()`` and the command-line tools rebuild each other's kernels
+every time they take turns.
+
 ``TENSORF_JT_CPU=1`` keeps Jittor on the CPU; ``TENSORF_JT_PCH=0`` and
 ``TENSORF_JT_DIRECT_COMPILE=0`` leave Jittor's own kernel build in place.
 """

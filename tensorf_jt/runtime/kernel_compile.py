@@ -84,6 +84,21 @@ def write_script(folder: Path, python: str, link_flag: str = "") -> Path:
     return script
 
 
+def plain_python(python: str) -> str:
+    """``python`` spelled ``python`` when that name in its folder is the same interpreter.
+
+    Jittor names the interpreter as the process was started (``python3`` becomes ``python3.11``),
+    and that name goes into the launcher's text, so into its path and every kernel's build
+    command. Jittor keeps one build per kernel, rebuilt whenever the command differs: ``pytest``
+    (``python3``) and ``python train.py`` would rebuild each other's kernels at every switch.
+    """
+    plain = Path(python).with_name("python")
+    try:
+        return str(plain) if plain.samefile(python) else python
+    except OSError:
+        return python
+
+
 def enable(jt) -> Path | None:
     """Route Jittor's CPU kernel builds through the launcher; return its path, or None when it
     is switched off or Jittor would not use its assembly tuner here."""
@@ -93,6 +108,6 @@ def enable(jt) -> Path | None:
     if not python or Path(python).name.startswith("kernel_compile_"):
         return None
     link_flag = GOLD if shutil.which("ld.gold") else ""
-    script = write_script(Path(jt.flags.cache_path) / "precompiled", python, link_flag)
+    script = write_script(Path(jt.flags.cache_path) / "precompiled", plain_python(python), link_flag)
     jt.flags.python_path = str(script)
     return script

@@ -145,7 +145,9 @@ class TorchAdam(jt.optim.Adam):
 
 def make_optimizer(model: TensorBase, lr_grid: float, lr_network: float) -> TorchAdam:
     """Adam over the model's two parameter groups (grids at ``lr_grid``, basis matrix and MLP at
-    ``lr_network``) with the reference's betas. Jittor's optimizers need a default lr even
-    with per-group lrs. Groups without parameters (the SH and RGB shaders have none) are left out."""
-    groups = [group for group in model.get_optparam_groups(lr_grid, lr_network) if list(group["params"])]
+    ``lr_network``; per-view corrections after them, also at ``lr_network``) with the reference's
+    betas. Jittor's optimizers need a default lr even with per-group lrs. Groups without
+    parameters (the SH and RGB shaders have none) are left out."""
+    groups = model.get_optparam_groups(lr_grid, lr_network) + model.view_correction_groups(lr_network)
+    groups = [group for group in groups if list(group["params"])]
     return TorchAdam(groups, lr=lr_grid, betas=(0.9, 0.99))

@@ -21,12 +21,13 @@ from tensorf_jt.runtime import distributed
 CHUNK = 10240 * 5  # rays tested at once
 
 
-def ray_batches(dataset, batch_size: int, seed: int, keep: np.ndarray | None) -> RayBatchDataset:
-    """A fresh batch stream over the dataset's rays where ``keep`` is true (all of them for None);
-    under MPI, this rank's share of every batch."""
+def ray_batches(dataset, batch_size: int, seed: int, keep: np.ndarray | None,
+                with_views: bool = False) -> RayBatchDataset:
+    """A fresh batch stream over the dataset's rays where ``keep`` is true (all of them for None),
+    with each ray's view number when ``with_views``; under MPI, this rank's share of every batch."""
     rows = None if keep is None else np.flatnonzero(keep)
     return RayBatchDataset(dataset, batch_size, seed=seed, rows=rows,
-                           part=(distributed.rank(), distributed.world_size()))
+                           part=(distributed.rank(), distributed.world_size()), with_views=with_views)
 
 
 def kept_ray_ids(hit: np.ndarray, ray_ids: np.ndarray | None = None) -> np.ndarray:

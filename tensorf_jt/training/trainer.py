@@ -54,7 +54,7 @@ from tensorf_jt.training.nan_guard import SNAPSHOT_EVERY_WITHOUT_SAVES, NanGuard
 from tensorf_jt.training.optimizer import make_optimizer
 from tensorf_jt.training.ray_filtering import filter_training_rays, ray_batches
 from tensorf_jt.training.schedules import N_to_reso, ScheduleState, TrainingSchedule, lr_decay_factor
-from tensorf_jt.training.state import (find_latest_state, load_optimizer_state, optimizer_state, read_state,
+from tensorf_jt.training.state import (find_latest_state, load_optimizer_state, read_state,
                                        snapshot, state_contents, state_path, unpack_ray_mask)
 
 
@@ -176,6 +176,10 @@ class Trainer:
                 raise ConfigError(f"--ckpt '{settings.ckpt}' holds {'an unbounded' if model.unbounded else 'a bounded'} "
                                   f"model, but this run's scene is {'unbounded' if self.unbounded else 'bounded'}: "
                                   f"set --unbounded {int(model.unbounded)} to go on training it.")
+            if model.n_views and model.n_views != self.train_dataset.n_views:
+                raise ConfigError(f"--ckpt '{settings.ckpt}' learned corrections for {model.n_views} training views, "
+                                  f"but this dataset has {self.train_dataset.n_views}: train it on the views it "
+                                  "was trained on.")
             return model
         contraction = {}
         if self.unbounded:
@@ -187,7 +191,8 @@ class Trainer:
             alphaMask_thres=settings.alpha_mask_thre, density_shift=settings.density_shift,
             distance_scale=settings.distance_scale, rayMarch_weight_thres=settings.rm_weight_mask_thre,
             pos_pe=settings.pos_pe, view_pe=settings.view_pe, fea_pe=settings.fea_pe, featureC=settings.featureC,
-            step_ratio=settings.step_ratio, fea2denseAct=settings.fea2denseAct, **contraction)
+            step_ratio=settings.step_ratio, fea2denseAct=settings.fea2denseAct, appearance_dim=settings.appearance_dim,
+            refine_poses=bool(settings.refine_poses), n_views=self.train_dataset.n_views, **contraction)
 
     def _adopt_model(self, model: TensorBase) -> None:
         """Train ``model`` with this run's kernels and sample jitter, the same on every rank."""
@@ -200,7 +205,7 @@ class Trainer:
         """Train on the dataset's rays where ``keep`` is true (all for None), with a fresh sampler."""
         self.ray_keep = keep
         self.ray_batches = ray_batches(self.train_dataset, self.config.schedule.batch_size,
-                                       self.config.schedule.seed, keep)
+                                       self.config.schedule.seed, keep, with_views=self.model.n_views > 0)
         self._batch_iter = iter(self.ray_batches)
 
     # ------------------------------------------------------- state and resume
@@ -275,11 +280,11 @@ class Trainer:
     def train_step(self) -> float:
         """One optimisation step on the next ray batch; returns the batch's photometric MSE."""
         with stage("batch"):
-            rays, rgbs = next(self._batch_iter)
+            rays, rgbs, *view_ids = next(self._batch_iter)
         distortion_weight = self.config.schedule.distortion_weight if self.model.unbounded else 0.0
         maps = self.model(rays, white_bg=self.white_bg, is_train=True, ndc_ray=self.ndc_ray,
                           N_samples=self.schedule_state.nSamples, jitter=self._batch_jitter(),
-                          with_distortion=distortion_weight > 0)
+                          with_distortion=distortion_weight > 0, view_ids=view_ids[0] if view_ids else None)
         mse = jt.sqr(maps[0] - rgbs).mean()
         reg, terms = regularisation(self.model, self.schedule_state, self.config.schedule.Ortho_weight, self.lr_factor)
         if distortion_weight > 0:
