@@ -3,7 +3,7 @@
 peak memory, and the test views of both side by side.
 
 Each mode trains in its own ``train.py`` process, one after the other, with the same flags
-(``configs/demo_room.txt``'s model unless flags say otherwise) and differs only in
+(``--config``, by default ``configs/demo_room.txt``, then the flags after ``--``) and differs only in
 ``--unbounded``. The scene is the built-in room, generated at ``--size`` pixels with
 ``--views`` training views, or ``--datadir`` (an own_data folder, e.g. a converted COLMAP
 capture). Flags after ``--`` go to every run. ``--modes`` picks the modes to run, and each
@@ -41,8 +41,8 @@ def room(folder: Path, size: int, views: int) -> str:
     return str(folder)
 
 
-def train(datadir: str, basedir: Path, name: str, unbounded: str, flags: list[str]) -> dict:
-    command = [sys.executable, str(ROOT / "train.py"), "--config", str(ROOT / "configs" / "demo_room.txt"),
+def train(config: str, datadir: str, basedir: Path, name: str, unbounded: str, flags: list[str]) -> dict:
+    command = [sys.executable, str(ROOT / "train.py"), "--config", config,
                "--dataset_name", "own_data", "--datadir", datadir, "--basedir", str(basedir), "--expname", name,
                "--unbounded", unbounded, "--N_vis", "0", "--render_test", "1", *flags]
     output = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
@@ -75,6 +75,8 @@ def side_by_side(datadir: str, basedir: Path, out: Path, downsample: float) -> N
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datadir", help="an own_data scene (default: the built-in room)")
+    parser.add_argument("--config", default=str(ROOT / "configs" / "demo_room.txt"),
+                        help="the model and schedule every run starts from (flags after -- override them)")
     parser.add_argument("--size", type=int, default=48, help="the room's image size in pixels")
     parser.add_argument("--views", type=int, default=24, help="the room's training views")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "unbounded"))
@@ -88,9 +90,9 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     datadir = args.datadir or room(out / f"room_{args.size}_{args.views}", args.size, args.views)
-    results = {mode: train(datadir, out, mode, MODES[mode], flags) for mode in args.modes}
+    results = {mode: train(args.config, datadir, out, mode, MODES[mode], flags) for mode in args.modes}
     for name, extra in args.variant:
-        results[name] = train(datadir, out, name, MODES["unbounded"], flags + extra.split())
+        results[name] = train(args.config, datadir, out, name, MODES["unbounded"], flags + extra.split())
     if set(MODES) <= set(results):
         results["unbounded_minus_bounded_db"] = results["unbounded"]["psnr"] - results["bounded"]["psnr"]
         results["s_per_iter_ratio"] = results["unbounded"]["s_per_iter"] / results["bounded"]["s_per_iter"]

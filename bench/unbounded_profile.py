@@ -5,7 +5,8 @@ Trains the built-in room (``bench/unbounded.py``'s, generated at ``--size`` pixe
 ``--views`` training views) once per mode in this process, then times ``--steps`` more steps
 per stage (``runtime.profiling``: each stage synchronised, so the sum exceeds an unprofiled
 step) and counts, for the last batch, the samples kept by the sampler and the samples shaded
-(weight above ``rm_weight_mask_thre``). The fused path shades only those, so their count
+(weight above ``rm_weight_mask_thre``; for the unbounded mode also how many of those lie in
+the foreground box). The fused path shades only those, so their count
 drives the shading stage and most of the backward pass.
 
     python bench/unbounded_profile.py --iters 600
@@ -54,13 +55,23 @@ def profile_mode(datadir: str, unbounded: str, iters: int, steps: int, basedir: 
                       shaded=int((weights > trainer.model.rayMarch_weight_thres).sum().item()))
         return weights
 
-    compositing.packed_weights = counting
+    model = trainer.model
+    shade = model.shade
+
+    def counting_shade(points, viewdirs, codes=None):
+        # Grid coordinates in [-1, 1]; the foreground box is the middle half of an unbounded grid.
+        counts["shaded_in_foreground"] = int((points.abs().max(-1) <= 0.5).sum().item()) if model.unbounded else None
+        return shade(points, viewdirs, codes)
+
+    compositing.packed_weights, model.shade = counting, counting_shade
     try:
         trainer.train_step()
     finally:
         compositing.packed_weights = packed_weights
+        del model.shade
     jt.sync_all()
     return {"grid": list(trainer.model.gridSize), "samples_kept": counts["kept"], "samples_shaded": counts["shaded"],
+            "shaded_in_foreground": counts["shaded_in_foreground"],
             "profiled_step_ms": round(1000 * wall / steps, 1),
             "stages_ms": {name: round(1000 * seconds / steps, 1) for name, seconds in stages.items()}}
 

@@ -259,30 +259,64 @@ def test_llff_captures_all_around_their_object_read_as_unbounded(tmp_path):
     assert around.unbounded and around.ndc_parameters is None and not around.white_bg
     centres = around.camera_poses[:, :3, 3]
     assert np.all(centres >= around.scene_bbox[0]) and np.all(centres <= around.scene_bbox[1])
+    low, high = around.foreground_bbox
+    assert np.all(low >= around.scene_bbox[0]) and np.all(high <= around.scene_bbox[1])
+    assert not np.any(np.all((centres >= low) & (centres <= high), axis=1)), "no camera inside the foreground"
     facing = LLFFDataset(make_llff(str(tmp_path / "facing")), split="train", downsample=4, unbounded=-1)
     assert not facing.unbounded and facing.ndc_parameters is not None
+
+
+def test_the_foreground_is_the_cube_the_cameras_frame():
+    from tensorf_jt.dataLoader.demo_scene import look_at_origin
+    from tensorf_jt.dataLoader.scene_fit import FOREGROUND_FRAMING, foreground_box
+
+    target = np.array([0.3, -0.2, 0.5])
+    angles = np.linspace(0, 1.5 * np.pi, 9)
+    radii = np.array([2.0, 3.0, 4.0] * 3)
+    heights = np.array([0.5, -0.3, 1.0] * 3)
+    c2w = np.stack([look_at_origin(np.array([r * np.cos(a), r * np.sin(a), z])) for a, r, z in
+                    zip(angles, radii, heights)])
+    c2w[:, :3, 3] += target
+    focal, size = (50.0, 60.0), (40, 30)  # the narrower view is the vertical: 15 / 60 against 20 / 50
+    distance = np.median(np.sqrt(radii ** 2 + heights ** 2))
+    half = FOREGROUND_FRAMING * distance * 0.25
+    np.testing.assert_allclose(foreground_box(c2w, focal, size), [target - half, target + half], atol=1e-9)
 
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "cup").is_dir(), reason="the real captures in ../shared/data are absent")
-def test_the_real_360_capture_is_told_unbounded_and_the_forward_facing_one_is_not():
+def test_the_real_360_capture_is_told_unbounded_and_the_forward_facing_one_is_not(tmp_path):
     """The cup capture (an arc of about 110 degrees around a cup on a shelf, cameras close to it)
-    fitted as the converter fits it; fern (forward-facing) read as LLFF."""
-    from tensorf_jt.dataLoader import colmap_scene, scene_fit
+    converted as a user converts it: unbounded, with a foreground cube around the cup that the
+    unbounded mode adopts and the bounded mode ignores; fern (forward-facing) read as LLFF."""
+    from tensorf_jt.dataLoader import colmap_scene
     from tensorf_jt.dataLoader.llff import LLFFDataset
-    from tensorf_jt.formats.colmap import read_model
+    from tensorf_jt.dataLoader.own_data import OwnDataDataset
+    from tensorf_jt.dataLoader.scene_fit import camera_focus
+    from tensorf_jt.dataLoader.scene_mode import adopt_foreground_box
 
-    model = read_model(str(SHARED_DATA / "cup" / "sparse" / "0"))
-    images = sorted(model.images.values(), key=lambda image: image.name)
-    c2w = np.stack([image.camera_to_world() for image in images]) @ np.diag([1.0, -1.0, -1.0, 1.0])
-    camera = colmap_scene.shared_pinhole([model.cameras[image.camera_id] for image in images])
-    similarity, box, _, _ = colmap_scene.fit_scene(c2w, model.points.xyz, model.points.track_lengths,
-                                                   colmap_scene.view_points(images, model.points.ids), camera)
-    why = scene_fit.sees_beyond_box(scene_fit.transform_points(similarity, model.points.xyz),
-                                    model.points.track_lengths, scene_fit.transform_poses(similarity, c2w), box)
-    assert why is not None and "cameras stand within the box" in why
+    copy = tmp_path / "cup"
+    shutil.copytree(SHARED_DATA / "cup", copy, ignore=shutil.ignore_patterns("images_undistorted", "*.json"))
+    conversion = colmap_scene.convert(str(copy))
+    assert any("cameras stand within the box" in note for note in conversion.notes), conversion.notes
+    meta = json.loads((copy / "transforms.json").read_text())
+    assert meta["unbounded"] is True
+    box, foreground = np.array(meta["aabb"]), np.array(meta["foreground_aabb"])
+    poses = np.array([frame["transform_matrix"] for frame in meta["frames"]])
+    focus, _ = camera_focus(poses)
+    np.testing.assert_allclose(foreground.mean(0), focus, atol=1e-6)
+    assert np.all(foreground[0] > box[0]) and np.all(foreground[1] < box[1])
+    assert (foreground[1] - foreground[0]).max() < 0.4 * (box[1] - box[0]).max()
+    centres = poses[:, :3, 3]
+    assert not np.any(np.all((centres >= foreground[0]) & (centres <= foreground[1]), axis=1))
+
+    dataset = OwnDataDataset(str(copy), "train", downsample=16)
+    np.testing.assert_allclose(dataset.scene_bbox, box, atol=1e-6)
+    adopt_foreground_box(dataset)
+    np.testing.assert_allclose(dataset.scene_bbox, foreground, atol=1e-6)
+    assert dataset.bounds_source == "foreground box from transforms file, near/far from transforms file"
     fern = LLFFDataset(str(SHARED_DATA / "fern_8"), split="train", downsample=8, unbounded=-1)
     assert not fern.unbounded
 
@@ -302,6 +336,30 @@ def test_unbounded_flag_in_transforms_must_be_a_boolean(room, tmp_path):
     path.write_text(json.dumps(meta))
     with pytest.raises(DatasetError, match="'unbounded' must be true or false"):
         Trainer(parse_run_config(room_argv(str(copy), tmp_path))[0])
+
+
+def test_a_foreground_box_in_the_transforms_file_serves_the_unbounded_mode_only(room, tmp_path):
+    copy = tmp_path / "room"
+    shutil.copytree(room, copy)
+    foreground = [[-0.5, -0.4, -0.3], [0.5, 0.6, 0.7]]
+    for split in ("train", "test", "val"):
+        path = copy / f"transforms_{split}.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "foreground_aabb": foreground}))
+    unbounded = Trainer(parse_run_config(room_argv(str(copy), tmp_path, "--expname", "u"))[0])
+    np.testing.assert_allclose(unbounded.model.contraction.foreground, foreground, atol=1e-6)
+    np.testing.assert_allclose(unbounded.test_dataset.scene_bbox, foreground, atol=1e-6)
+    bounded = Trainer(parse_run_config(room_argv(str(copy), tmp_path, "--expname", "b", "--unbounded", "0"))[0])
+    np.testing.assert_allclose(bounded.model.aabb, [[-1.5] * 3, [1.5] * 3], atol=1e-6)
+    given = [-0.2, -0.2, -0.2, 0.2, 0.2, 0.2]
+    flagged = Trainer(parse_run_config(room_argv(str(copy), tmp_path, "--expname", "f", "--scene_bbox",
+                                                 *map(str, given)))[0])
+    np.testing.assert_allclose(flagged.model.contraction.foreground, np.reshape(given, (2, 3)),
+                               atol=1e-6)
+
+    path = copy / "transforms_train.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "foreground_aabb": [[0, 0, 0], [1, 1, -1]]}))
+    with pytest.raises(DatasetError, match=r"'foreground_aabb' of '.*' must be finite with each minimum below"):
+        Trainer(parse_run_config(room_argv(str(copy), tmp_path, "--expname", "x"))[0])
 
 
 def test_a_box_no_camera_sees_is_refused(room, tmp_path):

@@ -112,6 +112,7 @@ def _with_overrides(dataset, data: DataConfig):
     sources = []
     if data.scene_bbox is not None:
         dataset.scene_bbox = np.array(data.scene_bbox, dtype=np.float32).reshape(2, 3)
+        dataset.foreground_bbox = None
         sources.append("box from --scene_bbox")
     if data.near_far is not None:
         dataset.near_far = [float(v) for v in data.near_far]

@@ -195,8 +195,11 @@ def convert(scene_dir: str | None = None, model_dir: str | None = None, images_d
                                        poses, box, min_track) if len(points.xyz) else None
     if beyond is not None:
         content["unbounded"] = True
+        content["foreground_aabb"] = scene_fit.foreground_box(poses, (target.fx, target.fy),
+                                                              (target.width, target.height)).tolist()
         notes.append(f"A capture around its object, and {beyond}: marked \"unbounded\": true, so training "
-                     "models the space beyond the box too (--unbounded 0 trains the box alone).")
+                     "models the space beyond the box too, with 'foreground_aabb' (a cube around what the cameras "
+                     "look at) as its finest part; --unbounded 0 trains the box 'aabb' alone.")
     if keep.any():
         write_ply(os.path.join(out_dir, POINTS_FILE), scene_fit.transform_points(similarity, points.xyz[keep]),
                   points.rgb[keep])

@@ -20,9 +20,10 @@ images are ignored.
 
 A 360-degree capture in this format (cameras around their object, as in mip-NeRF 360's
 scenes) is read with world-space rays instead (``unbounded``: 1, or -1 and the cameras orbit
-a common focus: ``scene_fit.orbits_focus``): the scene box is then the cube around the focus that holds every camera --
-the foreground of an unbounded scene, as mip-NeRF 360 normalises it --, near is 0.9 x the
-nearest depth bound, and the render path orbits the focus at the cameras' distance.
+a common focus: ``scene_fit.orbits_focus``): the scene box is then the cube around the focus that holds every camera
+(what a bounded run, ``--unbounded 0``, models), the foreground box the cube around the focus
+that the cameras frame (``scene_fit.foreground_box``), near is 0.9 x the nearest depth bound,
+and the render path orbits the focus at the cameras' distance.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ import numpy as np
 from tensorf_jt.dataLoader.camera_checks import check_pose, check_positive
 from tensorf_jt.dataLoader.views import ViewDataset, read_all_pixels, resize_pixels
 from tensorf_jt.dataLoader.camera_paths import average_pose, orbit_path, spiral_path
-from tensorf_jt.dataLoader.scene_fit import orbits_focus, surrounds_focus
+from tensorf_jt.dataLoader.scene_fit import foreground_box, orbits_focus, surrounds_focus
 from tensorf_jt.errors import DatasetError
 from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV, get_ray_directions_blender
 
@@ -179,6 +180,8 @@ class LLFFDataset(ViewDataset):
         focus, _ = surrounds_focus(self.all_poses)
         reach = np.abs(self.all_poses[:, :3, 3] - focus).max() * FOREGROUND_PADDING
         self.scene_bbox = np.stack([focus - reach, focus + reach]).astype(np.float32)
+        self.foreground_bbox = foreground_box(self.all_poses, tuple(self.focal), self.img_wh).astype(np.float32)
+        self.foreground_source = "foreground box that the cameras frame"
         self.near_far = [float(0.9 * self.near_fars.min()), float(1.1 * self.near_fars.max())]
         self.bounds_source = "box around the cameras, near from the depth bounds"
         self.white_bg = False

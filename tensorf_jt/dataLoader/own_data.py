@@ -18,9 +18,11 @@ Faithful to the reference's ``YourOwnDataset`` by default: box [-1.5, 1.5]^3, ne
 pixel centres, poses converted to OpenCV. A file that carries ``aabb`` ([[xmin, ymin, zmin],
 [xmax, ymax, zmax]]) and ``near_far`` ([near, far]) -- ``tools/colmap_to_transforms.py``
 fits both to the capture -- uses those instead; the ``scene_bbox``/``near_far`` arguments
-(the ``--scene_bbox``/``--near_far`` flags) override either. Other differences: ``fl_x``/``fl_y``
-are read when present (the reference needs the angles); ``camera_angle_y`` or ``fl_y`` may
-be missing (then fy = fx); the principal point is scaled with ``downsample`` (the reference
+(the ``--scene_bbox``/``--near_far`` flags) override either. ``"unbounded": true`` marks a
+capture with its room (``dataLoader.scene_mode``), and ``foreground_aabb`` is then the box
+the unbounded mode models finest (default: ``aabb``; ``--scene_bbox`` overrides both).
+Other differences: ``fl_x``/``fl_y`` are read when present (the reference needs the
+angles); ``camera_angle_y`` or ``fl_y`` may be missing (then fy = fx); the principal point is scaled with ``downsample`` (the reference
 keeps full-size cx, cy, which shifts every downsampled ray); ``w``/``h`` default to the first
 image's size; ``file_path`` may carry its extension (the reference always appends ".png",
 which breaks on COLMAP-converted files); a single ``transforms.json`` is split
@@ -207,6 +209,10 @@ class OwnDataDataset(ViewDataset):
         self.scene_bbox = box.astype(np.float32)
         self.near_far = [float(bounds[0]), float(bounds[1])]
         self.bounds_source = ", ".join(sources)
+        if scene_bbox is None and "foreground_aabb" in meta:
+            self.foreground_bbox = checked_bbox(meta["foreground_aabb"], f"'foreground_aabb' of '{path}'").astype(
+                np.float32)
+            self.foreground_source = "foreground box from transforms file"
         if "unbounded" in meta:
             if not isinstance(meta["unbounded"], bool):
                 raise DatasetError(f"'{path}': 'unbounded' must be true or false (a JSON boolean), got "

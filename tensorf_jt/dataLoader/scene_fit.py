@@ -22,7 +22,8 @@ so near/far trim the box where no camera saw anything in front (floaters near th
 
 A capture around its object that sees beyond its box (``sees_beyond_box``: many sparse
 points outside it, or cameras standing in it) holds a room or landscape too: the converter
-marks it unbounded (``dataLoader.scene_mode``).
+marks it unbounded (``dataLoader.scene_mode``) and writes a foreground box for the unbounded
+mode (``foreground_box``): the object the cameras orbit, not the room the fitted box also holds.
 Only numpy is imported here.
 """
 from __future__ import annotations
@@ -40,6 +41,7 @@ NEAR_MARGIN, FAR_MARGIN = 0.8, 1.25
 BACKGROUND_SHARE = 0.2  # of the sparse points outside the box: the capture is unbounded
 CAMERA_REACH = 1.25  # cameras within this many box half-sizes of its centre look out of it
 ORBIT_MIN_DEGREES = 60.0  # of azimuth around the focus that a 360-degree capture's cameras span at least
+FOREGROUND_FRAMING = 0.6  # of the median camera's narrower field of view that the foreground cube fills
 BOX_SIDE = 3.0  # the largest side of the normalised box: own_data's default [-1.5, 1.5]^3
 
 
@@ -135,6 +137,19 @@ def sees_beyond_box(xyz: np.ndarray, track_lengths: np.ndarray, c2w_opengl: np.n
     if within >= 0.5:
         return f"{100 * within:.0f}% of the cameras stand within the box or close to it"
     return None
+
+
+def foreground_box(c2w_opengl: np.ndarray, focal: tuple[float, float], size_wh: tuple[int, int]) -> np.ndarray:
+    """Cube [2, 3] around the cameras' focus that fills ``FOREGROUND_FRAMING`` of the narrower
+    field of view of a camera at the median distance: the object a capture walks around, which
+    its photos frame. The unbounded mode spends the grid's finest part on it and contracts
+    the rest; a foreground that also held the room would spread that resolution over air
+    (measured on ``../shared/data/cup``, docs/UNBOUNDED.md)."""
+    focus, _ = camera_focus(c2w_opengl)
+    distance = float(np.median(np.linalg.norm(c2w_opengl[:, :3, 3] - focus, axis=-1)))
+    half_view = min(size_wh[0] / (2.0 * focal[0]), size_wh[1] / (2.0 * focal[1]))
+    half = FOREGROUND_FRAMING * distance * half_view
+    return np.stack([focus - half, focus + half])
 
 
 def fit_box_to_points(xyz: np.ndarray) -> np.ndarray:

@@ -26,6 +26,16 @@ def scene_mode(data: DataConfig, dataset) -> tuple[bool, str]:
     return bool(dataset.unbounded), dataset.unbounded_source
 
 
+def adopt_foreground_box(dataset) -> None:
+    """Make the dataset's foreground box, where it has one, its scene box: an unbounded run
+    models that box finest and contracts everything else, its room included."""
+    if dataset.foreground_bbox is None:
+        return
+    dataset.scene_bbox = np.asarray(dataset.foreground_bbox, dtype=np.float32)
+    sources = getattr(dataset, "bounds_source", "").split(", ")  # the box's source comes first
+    dataset.bounds_source = ", ".join([dataset.foreground_source] + sources[1:])
+
+
 def mode_summary(unbounded: bool, source: str) -> str:
     """The scene summary's words on the mode."""
     if not unbounded:

@@ -140,6 +140,10 @@ class ViewDataset:
     # the loader says so ('' when it does not).
     unbounded = False
     unbounded_source = ""
+    # The box an unbounded run models finest, where the loader knows one apart from ``scene_bbox``
+    # (the object a 360-degree capture orbits, inside a box that holds its room); None: ``scene_bbox``.
+    foreground_bbox: np.ndarray | None = None
+    foreground_source = ""
     # The pinhole camera at the loaded size: [[fx, 0, cx], [0, fy, cy], [0, 0, 1]].
     intrinsics: np.ndarray
 

@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from tensorf_jt.config import RunConfig, require_for_training, resumed
 from tensorf_jt.dataLoader import RayBatchDataset, load_split, prepare_dataset
 from tensorf_jt.dataLoader.scene_fit import scene_summary
-from tensorf_jt.dataLoader.scene_mode import check_box_in_view, mode_summary, scene_mode
+from tensorf_jt.dataLoader.scene_mode import adopt_foreground_box, check_box_in_view, mode_summary, scene_mode
 from tensorf_jt.errors import CheckpointError, ConfigError
 from tensorf_jt.evaluation.metrics import mse_to_psnr
 from tensorf_jt.evaluation.renders import evaluate, evaluate_path
@@ -96,6 +96,9 @@ class Trainer:
         self.train_dataset = load_split(config.data, "train", is_stack=False)
         self.test_dataset = load_split(config.data, "test", is_stack=True)
         self.unbounded, mode_source = scene_mode(config.data, self.train_dataset)
+        if self.unbounded:
+            adopt_foreground_box(self.train_dataset)
+            adopt_foreground_box(self.test_dataset)
         if self.unbounded and state is None and config.model.ckpt is None:
             check_box_in_view(self.train_dataset)
         if self.main_rank:
