@@ -41,7 +41,7 @@ NEAR_MARGIN, FAR_MARGIN = 0.8, 1.25
 BACKGROUND_SHARE = 0.2  # of the sparse points outside the box: the capture is unbounded
 CAMERA_REACH = 1.25  # cameras within this many box half-sizes of its centre look out of it
 ORBIT_MIN_DEGREES = 60.0  # of azimuth around the focus that a 360-degree capture's cameras span at least
-FOREGROUND_FRAMING = 0.6  # of the median camera's narrower field of view that the foreground cube fills
+FOREGROUND_FRAMING = 0.8  # of the median camera's narrower field of view that the foreground cube fills
 BOX_SIDE = 3.0  # the largest side of the normalised box: own_data's default [-1.5, 1.5]^3
 
 
