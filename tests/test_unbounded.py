@@ -122,6 +122,28 @@ def test_packed_samples_are_the_dense_samples():
     assert np.isfinite(dense.xyz.numpy()).all() and np.abs(dense.xyz.numpy()).max() < 2.0
 
 
+@pytest.mark.parametrize("model_step", [0.1, 0.01005])  # 64^3 and 199^3 grids' steps in model space
+def test_a_jitter_just_below_one_keeps_every_gap_finite(model_step):
+    """The last background gap reaches to where sample n_background + 1 would be, at disparity
+    (n_background - k + 1 - j) / (n_background + 1) of the start's: a jitter j a few ulps below 1
+    must not round that to 0 (an infinite gap times a capped density of 0 is a NaN loss)."""
+    contraction = SceneContraction(FOREGROUND, "inf")
+    sampler = UnboundedSampler(contraction, near=0.05, model_step=model_step)
+    near_one = np.nextafter(np.float32(1), np.float32(0))
+    jitter = np.array([near_one, near_one - np.float32(6e-8) * 16, 0.5], np.float32)
+    rays = np.tile(np.array([[-5.0, 0.1, -0.1, 1.0, 0.0, 0.0]], np.float32), (3, 1))
+    rays_o, rays_d, jitter = jt.array(rays[:, :3]), jt.array(rays[:, 3:]), jt.array(jitter)
+    dense = sampler.dense(rays_o, rays_d, sampler.n_samples, jitter)
+    packed = sampler.packed(rays_o, rays_d, sampler.n_samples, jitter)
+    kept = dense.kept.numpy()
+    for name, values in (("dense z", dense.z.numpy().reshape(-1)[kept]),
+                         ("dense gaps", dense.dist.numpy().reshape(-1)[kept]),
+                         ("dense positions", dense.xyz.numpy()[kept]), ("packed z", packed.z.numpy()),
+                         ("packed gaps", packed.dist.numpy()), ("packed positions", packed.xyz.numpy())):
+        assert np.isfinite(values).all(), name
+    assert (dense.dist.numpy().reshape(-1)[kept] > 0).all()
+
+
 def numpy_distortion(weights: np.ndarray, ordinal: np.ndarray, n_samples: int) -> float:
     s = (ordinal + 0.5) / n_samples
     pairs = (weights[:, :, None] * weights[:, None, :] * np.abs(s[:, :, None] - s[:, None, :])).sum((1, 2))

@@ -130,7 +130,9 @@ class UnboundedSampler:
     - *background*: ``n_background`` samples from where the linear run ends (the box's far
       side; for a ray that misses the box, its closest approach to the box's centre, or the
       near plane) out towards infinity, evenly spaced in disparity: t_k = s / (1 - (k + j) /
-      (n_background + 1)) for ray start s and jitter j (the + 1 keeps the last sample finite).
+      (n_background + 1)) for ray start s and jitter j (the + 1 keeps the last sample finite;
+      the denominator is taken as ((n_background - k) + (1 - j)) / (n_background + 1), which
+      float32 never rounds to 0).
       Past the box, contraction maps equal disparity steps to equal steps through the shell,
       so ``n_background`` is about the number of grid steps across it.
 
@@ -192,8 +194,10 @@ class UnboundedSampler:
         linear_kept = hits.unsqueeze(1) & (t_linear <= t_exit.unsqueeze(1))
         s = jt.maximum(near, t_exit).unsqueeze(1)
         ticks = jt.arange(self.n_background + 1).float32().unsqueeze(0)
-        fraction = ((ticks + j).stop_fuse() * self._inv_background).stop_fuse()
-        t_ticks = (s / (1.0 - fraction).stop_fuse()).stop_fuse()
+        # 1 - (k + j) / (n + 1) as ((n - k) + (1 - j)) / (n + 1): with k = n and j a few ulps
+        # below 1, the first form rounds to 0 and the last gap to infinity (a NaN loss).
+        left = ((float(self.n_background) - ticks).stop_fuse() + (1.0 - j).stop_fuse()).stop_fuse()
+        t_ticks = (s / (left * self._inv_background).stop_fuse()).stop_fuse()
         t_background, ticks = t_ticks[:, :-1], ticks[:, :-1]
 
         next_linear = jt.concat([t_linear[:, 1:], t_linear[:, -1:]], dim=1)

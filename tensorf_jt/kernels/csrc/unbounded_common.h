@@ -50,6 +50,25 @@ TJT_HD void contract_point(const Contraction& c, const float* x, float* y) {
     for (int a = 0; a < 3; ++a) y[a] = mul_rn(u[a], scale);
 }
 
+// a + b and a - b rounded on their own: never reassociated with a neighbouring operation (-Ofast).
+TJT_HD float add_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(a, b);
+#else
+    volatile float sum = a + b;
+    return sum;
+#endif
+}
+
+TJT_HD float sub_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fsub_rn(a, b);
+#else
+    volatile float difference = a - b;
+    return difference;
+#endif
+}
+
 struct UnboundedSteps {
     const float* origins;     // [R, 3] world
     const float* directions;  // [R, 3] unit
@@ -75,8 +94,9 @@ TJT_HD float linear_depth(const UnboundedSteps& s, const UnboundedRay& ray, int 
 }
 
 TJT_HD float background_depth(const UnboundedSteps& s, const UnboundedRay& ray, int k) {
-    float fraction = mul_rn((float)k + ray.jitter, s.inv_background);
-    return div_rn(ray.background, 1.0f - fraction);
+    // 1 - (k + j) / (n + 1) as ((n - k) + (1 - j)) / (n + 1): never 0 for j < 1.
+    float left = add_rn((float)(s.n_background - k), sub_rn(1.0f, ray.jitter));
+    return div_rn(ray.background, mul_rn(left, s.inv_background));
 }
 
 TJT_HD UnboundedRay unbounded_ray(const UnboundedSteps& s, long r) {
