@@ -81,7 +81,8 @@ def main() -> None:
     parser.add_argument("--views", type=int, default=24, help="the room's training views")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "unbounded"))
     parser.add_argument("--picture", help="where to write the side-by-side test views (PNG)")
-    parser.add_argument("--modes", nargs="*", choices=list(MODES), default=list(MODES), help="the modes to run (none: only the variants)")
+    parser.add_argument("--modes", nargs="*", choices=list(MODES), default=list(MODES),
+                        help="the modes to run (none: only the variants)")
     parser.add_argument("--variant", nargs=2, action="append", default=[], metavar=("NAME", "FLAGS"),
                         help="also run the unbounded mode with these train.py flags, reported as NAME")
     parser.add_argument("flags", nargs=argparse.REMAINDER, help="-- then train.py flags for every run")

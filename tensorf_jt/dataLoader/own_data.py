@@ -22,9 +22,9 @@ fits both to the capture -- uses those instead; the ``scene_bbox``/``near_far`` 
 capture with its room (``dataLoader.scene_mode``), and ``foreground_aabb`` is then the box
 the unbounded mode models finest (default: ``aabb``; ``--scene_bbox`` overrides both).
 Other differences: ``fl_x``/``fl_y`` are read when present (the reference needs the
-angles); ``camera_angle_y`` or ``fl_y`` may be missing (then fy = fx); the principal point is scaled with ``downsample`` (the reference
-keeps full-size cx, cy, which shifts every downsampled ray); ``w``/``h`` default to the first
-image's size; ``file_path`` may carry its extension (the reference always appends ".png",
+angles); ``camera_angle_y`` or ``fl_y`` may be missing (then fy = fx); the principal point
+is scaled with ``downsample`` (the reference keeps full-size cx, cy, which shifts every
+downsampled ray); ``w``/``h`` default to the first image's size; ``file_path`` may carry its extension (the reference always appends ".png",
 which breaks on COLMAP-converted files); a single ``transforms.json`` is split
 deterministically; lens distortion fields (k1, k2, p1, p2) are ignored, as there, with a
 warning when they are not zero. Split rule for a single file: frames sorted by
