@@ -25,12 +25,13 @@ def test_accumulate_white_background_and_depth():
     colours = np.array([[[1, 0, 0], [0, 1, 0], [0, 0, 1]], [[1, 1, 1]] * 3], np.float32)
     z_vals = jt.array(np.array([[2.0, 3.0, 4.0], [2.0, 3.0, 4.0]], np.float32))
     background_depth = jt.array(np.array([0.5, -0.25], np.float32))
-    rgb, depth, acc = accumulate(weights, jt.array(colours), z_vals, background_depth, white_background=True)
+    shares = weights.unsqueeze(-1) * jt.array(colours)
+    rgb, depth, acc = accumulate(weights, shares, z_vals, background_depth, white_background=True)
     leftover = 1 - 0.972
     np.testing.assert_allclose(rgb.numpy(), [[0.3 + leftover, 0.56 + leftover, 0.112 + leftover], [1, 1, 1]], atol=1e-6)
     np.testing.assert_allclose(acc.numpy(), [0.972, 0.0], atol=1e-6)
     np.testing.assert_allclose(depth.numpy(), [0.3 * 2 + 0.56 * 3 + 0.112 * 4 + leftover * 0.5, -0.25], atol=1e-5)
-    rgb_black, _, _ = accumulate(weights, jt.array(colours), z_vals, background_depth, white_background=False)
+    rgb_black, _, _ = accumulate(weights, shares, z_vals, background_depth, white_background=False)
     np.testing.assert_allclose(rgb_black.numpy()[1], [0, 0, 0], atol=1e-6)
 
 

@@ -17,6 +17,7 @@ from tensorf_jt.errors import ConfigError
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = REPO_ROOT / "configs" / "demo.txt"
 DEFAULT_DISTORTION_WEIGHT = 0.0  # docs/UNBOUNDED.md: 0, 0.001 and 0.01 measured on the room
+DEFAULT_SHADING_ROULETTE = 0.0  # docs/UNBOUNDED.md: the weights measured on the room and the cup
 
 
 def config_parser() -> configargparse.ArgumentParser:
@@ -145,6 +146,10 @@ def config_parser() -> configargparse.ArgumentParser:
         help="unbounded scenes: the norm of the scene contraction, inf (a cube around the box) or l2 (a sphere)")
     add("--distortion_weight", type=float, default=DEFAULT_DISTORTION_WEIGHT,
         help="unbounded scenes: weight of mip-NeRF 360's distortion loss (0: off, the default)")
+    add("--shading_roulette", type=float, default=DEFAULT_SHADING_ROULETTE,
+        help="unbounded scenes, training: samples of compositing weight below this are shaded at random, with "
+             "probability weight / this, their colour counted accordingly (faster steps, the same colour in "
+             "expectation; 0: shade them all, as the reference)")
     add("--appearance_dim", type=int, default=0,
         help="a learned appearance code of this many numbers per training view, for exposure and white-balance "
              "changes between photos (MLP shaders; 0: none, the default). Views without one use the mean code")

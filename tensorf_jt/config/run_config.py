@@ -121,6 +121,7 @@ class ScheduleConfig:
     upsamp_list: Tuple[int, ...]
     update_AlphaMask_list: Tuple[int, ...]
     distortion_weight: float  # unbounded scenes: mip-NeRF 360's distortion loss
+    shading_roulette: float  # unbounded scenes: faint samples shaded at random below this weight
 
     @property
     def decay_iters(self) -> int:
@@ -316,6 +317,8 @@ def _validate(config: RunConfig) -> None:
                           "set refine_poses = 0 for a forward-facing NDC scene.")
     if schedule.distortion_weight < 0:
         raise ConfigError(f"distortion_weight must not be negative, got {schedule.distortion_weight}.")
+    if not 0 <= schedule.shading_roulette < 1:
+        raise ConfigError(f"shading_roulette must be 0 (off) or a weight below 1, got {schedule.shading_roulette}.")
     if render.N_vis != 0 and render.vis_every <= 0:
         raise ConfigError(f"vis_every must be positive when N_vis is not 0, got {render.vis_every}.")
     if data.downsample_train <= 0 or (data.downsample_test is not None and data.downsample_test <= 0):

@@ -87,6 +87,9 @@ class TensorBase(nn.Module):
     # Training jitters sample positions along each ray (``--perturb 1``); a training-time
     # setting, not part of the model's kwargs.
     jitter_samples = True
+    # Unbounded training shades samples of weight below this at random (``--shading_roulette``,
+    # ``rendering.shading_selection``; 0: off); a training-time setting too.
+    shading_roulette = 0.0
 
     def __init__(
         self,
@@ -421,7 +424,8 @@ class TensorBase(nn.Module):
 
         Follows the reference's ``TensorBase.forward``: sample (the sampler drops samples
         outside the grid or the alpha grid), evaluate density where samples remain, composite,
-        and shade only samples whose weight exceeds ``rayMarch_weight_thres``. The fused kernels
+        and shade only samples whose weight exceeds ``rayMarch_weight_thres`` (training an
+        unbounded scene with ``shading_roulette``: and a random share of fainter ones). The fused kernels
         do this on packed samples, the reference path on the dense [R, S] sample grid. ``ndc_ray``
         rays (forward-facing scenes) are sampled in NDC space on the dense grid by both paths;
         the fused field kernels still evaluate them. In training, each ray's samples shift by a
@@ -443,13 +447,15 @@ class TensorBase(nn.Module):
             jitter = jt.rand(rays_chunk.shape[0]) if jitter is None else jitter
         else:
             jitter = None
+        roulette = is_train and self.unbounded and self.shading_roulette > self.rayMarch_weight_thres
+        ray_draws = jt.rand((rays_chunk.shape[0], 2)) if roulette else None
         with self._positions_tracked(corrected):
             if self.fused and not ndc_ray:
                 maps = renderer.render_packed(self, rays_chunk, white, n_samples, jitter, with_distortion, codes,
-                                              corrected)
+                                              corrected, ray_draws)
             else:
                 maps = renderer.render_dense(self, rays_chunk, white, is_train, n_samples, ndc_ray, jitter,
-                                             with_distortion, codes, corrected)
+                                             with_distortion, codes, corrected, ray_draws)
         rgb_map, depth_map, acc_map, distortion = maps
         return (rgb_map, depth_map) + ((acc_map,) if with_opacity else ()) + ((distortion,) if with_distortion else ())
 

@@ -42,18 +42,18 @@ def raw2alpha(sigma: jt.Var, dist: jt.Var) -> tuple[jt.Var, jt.Var, jt.Var]:
 
 
 def accumulate(
-    weights: jt.Var, rgb: jt.Var, z_vals: jt.Var, background_depth: jt.Var, white_background: bool
+    weights: jt.Var, shares: jt.Var, z_vals: jt.Var, background_depth: jt.Var, white_background: bool
 ) -> tuple[jt.Var, jt.Var, jt.Var]:
     """Pixel colour, depth and opacity from per-sample weights.
 
-    weights, z_vals: [R, S]; rgb: [R, S, 3]; background_depth: [R], the depth given to the
-    transparent part of each pixel. Returns rgb_map [R, 3] (clamped to [0, 1]), depth_map [R]
-    (no gradient, as in the reference) and acc_map [R].
+    weights, z_vals: [R, S]; shares: [R, S, 3], each sample's w * rgb (0 where not shaded);
+    background_depth: [R], the depth given to the transparent part of each pixel. Returns
+    rgb_map [R, 3] (clamped to [0, 1]), depth_map [R] (no gradient, as in the reference) and
+    acc_map [R].
     """
     with jt.no_grad():
         depth_sum = (weights * z_vals).sum(-1)
-    return finish_pixels((weights.unsqueeze(-1) * rgb).sum(-2), weights.sum(-1), depth_sum.stop_grad(),
-                         background_depth, white_background)
+    return finish_pixels(shares.sum(-2), weights.sum(-1), depth_sum.stop_grad(), background_depth, white_background)
 
 
 def finish_pixels(rgb_sum: jt.Var, acc_map: jt.Var, depth_sum: jt.Var, background_depth: jt.Var,
@@ -72,13 +72,13 @@ def packed_weights(sigma: jt.Var, dist: jt.Var, ray_offsets: jt.Var) -> jt.Var:
     return composite_weights(sigma, dist, ray_offsets)
 
 
-def packed_pixels(weights: jt.Var, rgb: jt.Var | None, shaded: jt.Var, samples: PackedSamples, n_rays: int,
-                  background_depth: jt.Var, white_background: bool) -> tuple[jt.Var, jt.Var, jt.Var]:
-    """``accumulate`` for packed samples: weights [N], rgb [M, 3] of the samples ``shaded`` [M]
-    (None: none was shaded). Returns rgb_map [R, 3], depth_map [R] and acc_map [R]."""
+def packed_pixels(weights: jt.Var, shares: jt.Var | None, shaded: jt.Var | None, samples: PackedSamples,
+                  n_rays: int, background_depth: jt.Var, white_background: bool) -> tuple[jt.Var, jt.Var, jt.Var]:
+    """``accumulate`` for packed samples: weights [N], shares [M, 3] (w * rgb) of the samples
+    ``shaded`` [M] (None: none was shaded). Returns rgb_map [R, 3], depth_map [R] and acc_map [R]."""
     rgb_sum = jt.zeros((n_rays, 3), dtype="float32")
-    if rgb is not None:
-        rgb_sum = segment_sum(weights[shaded].unsqueeze(1) * rgb, samples.ray_index[shaded], n_rays)
+    if shares is not None:
+        rgb_sum = segment_sum(shares, samples.ray_index[shaded], n_rays)
     with jt.no_grad():
         depth_sum = segment_sum(weights * samples.z, samples.ray_index, n_rays)
     acc = segment_sum(weights, samples.ray_index, n_rays)

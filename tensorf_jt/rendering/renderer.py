@@ -3,7 +3,8 @@
 Both follow the reference's ``TensorBase.forward``: the field's sampler places samples and
 drops those outside the grid or the alpha grid, the field gives density where samples remain,
 compositing turns densities into weights, and only samples whose weight exceeds the field's
-``rayMarch_weight_thres`` are shaded. ``render_dense`` works on the [R, S] grid of every
+``rayMarch_weight_thres`` are shaded (in unbounded training, given per-ray draws, a random
+share of the faint ones: ``shading_selection``). ``render_dense`` works on the [R, S] grid of every
 sample in plain Jittor (the reference path, also every NDC scene's); ``render_packed`` on the
 kept samples only, with the fused kernels. Each returns rgb [R, 3], depth [R], opacity [R] and
 the rays' mean distortion loss (0 unless the sampler numbers its samples: unbounded scenes).
@@ -21,7 +22,7 @@ from typing import Protocol
 import jittor as jt
 
 from tensorf_jt.rendering import compositing, distortion as distortion_loss
-from tensorf_jt.rendering.samplers import flat_indices
+from tensorf_jt.rendering.shading_selection import ShadingPlan, plan_shading, roulette_draws, weighted_colours
 from tensorf_jt.runtime.profiling import stage
 
 Maps = tuple[jt.Var, jt.Var, jt.Var, jt.Var]
@@ -35,6 +36,7 @@ class Field(Protocol):
     nSamples: int
     distance_scale: float
     rayMarch_weight_thres: float
+    shading_roulette: float
     unbounded: bool
     fused: bool
     jitter_samples: bool
@@ -49,8 +51,10 @@ class Field(Protocol):
 
 
 def render_dense(field: Field, rays_chunk: jt.Var, white: bool, is_train: bool, n_samples: int, ndc_ray: bool,
-                 jitter: jt.Var | None, with_distortion: bool, codes: jt.Var | None, corrected: bool) -> Maps:
-    """Rays [R, 6] rendered on the dense sample grid; ``codes`` [R, appearance_dim] or None."""
+                 jitter: jt.Var | None, with_distortion: bool, codes: jt.Var | None, corrected: bool,
+                 ray_draws: jt.Var | None = None) -> Maps:
+    """Rays [R, 6] rendered on the dense sample grid; ``codes`` [R, appearance_dim] or None;
+    ``ray_draws`` [R, 2]: two uniform numbers per ray for the shading roulette (None: none)."""
     rays_o, rays_d = rays_chunk[:, :3], rays_chunk[:, 3:6]
     n_rays = rays_chunk.shape[0]
     with stage("sampling"):
@@ -75,24 +79,29 @@ def render_dense(field: Field, rays_chunk: jt.Var, white: bool, is_train: bool, 
         if field.unbounded:
             sigma = compositing.cap_optical_depth(sigma, dist)
         _, weights, _ = compositing.raw2alpha(sigma, dist)
-        shaded = flat_indices(weights > field.rayMarch_weight_thres)
-    rgb = jt.zeros((n_rays * n_samples, 3), dtype="float32")
-    if shaded.shape[0] > 0:
-        rays = shaded // n_samples
-        rgb[shaded] = field.shade(field.normalize_coord(samples.xyz[shaded]), samples.viewdirs[rays],
-                                 None if codes is None else codes[rays])
-    rgb = rgb.reshape(n_rays, n_samples, 3)
+        flat_weights = weights.reshape(-1)
+        plan = _plan(field, flat_weights, ray_draws, lambda draws: draws.unsqueeze(1).broadcast(
+            (n_rays, n_samples)).reshape(-1), None if samples.ordinal is None else samples.ordinal.reshape(-1))
+    shaded, shares = _shade(field, plan, flat_weights, samples.xyz, lambda index: index // n_samples,
+                            samples.viewdirs, codes)
+    dense_shares = jt.zeros((n_rays * n_samples, 3), dtype="float32")
+    if shaded is not None:
+        dense_shares[shaded] = shares
 
     with stage("compositing"):
-        maps = compositing.accumulate(weights, rgb, samples.z, rays_chunk[:, -1], white)
+        maps = compositing.accumulate(weights, dense_shares.reshape(n_rays, n_samples, 3), samples.z,
+                                      rays_chunk[:, -1], white)
         distortion = (distortion_loss.dense_distortion(weights, samples.ordinal, field.nSamples)
                       if with_distortion and samples.ordinal is not None else jt.zeros(1))
     return maps + (distortion,)
 
+
 def render_packed(field: Field, rays_chunk: jt.Var, white: bool, n_samples: int, jitter: jt.Var | None,
-                  with_distortion: bool, codes: jt.Var | None, corrected: bool) -> Maps:
+                  with_distortion: bool, codes: jt.Var | None, corrected: bool,
+                  ray_draws: jt.Var | None = None) -> Maps:
     """Rays [R, 6] rendered on their kept samples with the fused kernels (the marching kernels
-    give positions without gradients: corrected rays' positions are recomputed)."""
+    give positions without gradients: corrected rays' positions are recomputed); ``ray_draws``
+    as for ``render_dense``."""
     n_rays = rays_chunk.shape[0]
     rays_o, viewdirs = rays_chunk[:, :3], rays_chunk[:, 3:6]
     with stage("sampling"):
@@ -111,14 +120,46 @@ def render_packed(field: Field, rays_chunk: jt.Var, white: bool, n_samples: int,
         if field.unbounded:
             sigma = compositing.cap_optical_depth(sigma, dist)
         weights = compositing.packed_weights(sigma, dist, samples.ray_offsets)
-        shaded = flat_indices(weights > field.rayMarch_weight_thres)
-    rgb = None
-    if shaded.shape[0] > 0:
-        rays = samples.ray_index[shaded]
-        rgb = field.shade(field.normalize_coord(samples.xyz[shaded]), viewdirs[rays],
-                         None if codes is None else codes[rays])
+        plan = _plan(field, weights, ray_draws, lambda draws: draws[samples.ray_index], samples.ordinal)
+    shaded, shares = _shade(field, plan, weights, samples.xyz, lambda index: samples.ray_index[index], viewdirs,
+                            codes)
     with stage("compositing"):
-        maps = compositing.packed_pixels(weights, rgb, shaded, samples, n_rays, rays_chunk[:, -1], white)
+        maps = compositing.packed_pixels(weights, shares, shaded, samples, n_rays, rays_chunk[:, -1], white)
         distortion = (distortion_loss.packed_distortion(weights, samples, field.nSamples)
                       if with_distortion and samples.ordinal is not None else jt.zeros(1))
     return maps + (distortion,)
+
+
+def _plan(field: Field, weights: jt.Var, ray_draws: jt.Var | None, per_sample, ordinal: jt.Var | None) -> ShadingPlan:
+    """The shading plan of samples of weights [N]: the roulette's when there are draws [R, 2]
+    and the samples are numbered (``ordinal`` [N]); ``per_sample`` spreads a per-ray [R] Var to them."""
+    if ray_draws is None or ordinal is None:
+        return plan_shading(weights, field.rayMarch_weight_thres)
+    value_draws = roulette_draws(per_sample(ray_draws[:, 0]), ordinal)
+    grad_draws = roulette_draws(per_sample(ray_draws[:, 1]), ordinal)
+    return plan_shading(weights, field.rayMarch_weight_thres, field.shading_roulette, value_draws, grad_draws)
+
+
+def _shade(field: Field, plan: ShadingPlan, weights: jt.Var, xyz: jt.Var, ray_of, viewdirs: jt.Var,
+           codes: jt.Var | None) -> tuple[jt.Var | None, jt.Var | None]:
+    """Shade what ``plan`` says: flat positions [M] of the shaded samples and their shares of
+    their pixels, w * colour [M, 3] (None, None: none). ``ray_of`` maps positions to rays."""
+    def colours(index: jt.Var) -> jt.Var:
+        rays = ray_of(index)
+        return field.shade(field.normalize_coord(xyz[index]), viewdirs[rays], None if codes is None else codes[rays])
+
+    positions, shares = [], []
+    if plan.graded.shape[0] > 0:
+        positions.append(plan.graded)
+        shares.append(weighted_colours(weights[plan.graded], colours(plan.graded), plan.value_scale,
+                                       plan.grad_scale))
+    if plan.has_value_only:
+        with jt.no_grad():
+            unscaled = weighted_colours(weights[plan.value_only], colours(plan.value_only), None, None)
+        positions.append(plan.value_only)
+        shares.append((unscaled * plan.value_only_scale.unsqueeze(1)).stop_grad())
+    if not positions:
+        return None, None
+    if len(positions) == 1:
+        return positions[0], shares[0]
+    return jt.concat(positions), jt.concat(shares)

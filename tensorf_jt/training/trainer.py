@@ -201,6 +201,7 @@ class Trainer:
         """Train ``model`` with this run's kernels and sample jitter, the same on every rank."""
         model.kernels = self.config.runtime.kernels
         model.jitter_samples = self.config.schedule.perturb > 0
+        model.shading_roulette = self.config.schedule.shading_roulette
         self.model = model
         self._synchronise_model()
 
