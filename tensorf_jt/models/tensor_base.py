@@ -447,7 +447,7 @@ class TensorBase(nn.Module):
             jitter = jt.rand(rays_chunk.shape[0]) if jitter is None else jitter
         else:
             jitter = None
-        roulette = is_train and self.unbounded and self.shading_roulette > self.rayMarch_weight_thres
+        roulette = is_train and self.unbounded and self.shading_roulette > 0
         ray_draws = jt.rand((rays_chunk.shape[0], 2)) if roulette else None
         with self._positions_tracked(corrected):
             if self.fused and not ndc_ray:

@@ -14,10 +14,10 @@ sum(w) / TAU of its faint samples shaded.
 
 The photometric loss squares the colour, so the noise of one draw would also enter its
 gradient: E[(C + e - C*) grad(C + e)] = (C - C*) grad C + E[e grad e], a pull that darkens and
-thins the faint samples (measured: -0.6 dB on the room at TAU = 1e-2). Two independent draws
-per ray avoid it: the pixel's value comes from the first (``value``), its gradient from the
-second (``gradient``), so the noise of the one multiplies the gradient of the other and
-averages out. Samples picked by the first draw only are shaded without a gradient.
+thins the faint samples. Two independent draws per ray avoid it: the pixel's value comes from
+the first (``value``), its gradient from the second (``gradient``), so the noise of the one
+multiplies the gradient of the other and averages out. Samples picked by the first draw only
+are shaded without a gradient. (What each form measured: docs/UNBOUNDED.md.)
 
 Each draw is u = frac(u_ray + ordinal * PHI): one uniform number per ray, stepped along the ray
 by the golden ratio's fraction, so that the dense and packed paths, which number their samples
