@@ -13,7 +13,9 @@ step and its ratio to the bounded one. One more turn per run times each stage
 (``runtime.profiling``: each stage synchronised, so their sum exceeds an unprofiled step) and
 counts, for its last batch, the samples kept by the sampler and the samples shaded (for
 unbounded runs also how many of those lie in the foreground box). The fused path shades only
-those, so their count drives the shading stage and most of the backward pass.
+those, so their count drives the shading stage and most of the backward pass. With
+``--test_metrics`` each run also renders its test views once trained, and reports their
+metrics, so that one training per run gives both its quality and its step time.
 
     python bench/unbounded_profile.py --iters 600 --variant roulette "--shading_roulette 0.01"
 """
@@ -38,16 +40,21 @@ ROOM_SCHEDULE = ["--batch_size", "1024", "--N_voxel_init", "32768", "--N_voxel_f
                  "--update_AlphaMask_list", "500"]
 
 
-def trained(config: str, datadir: str, name: str, unbounded: str, flags: list[str], iters: int, basedir: str):
+def trained(config: str, datadir: str, name: str, unbounded: str, flags: list[str], iters: int, basedir: str,
+            test_metrics: bool):
+    """The run's trainer after ``iters`` iterations, and its test metrics (None unless ``test_metrics``)."""
     from tensorf_jt.config import load_run_config
     from tensorf_jt.training.trainer import Trainer
 
     argv = ["--config", config, "--dataset_name", "own_data", "--datadir", datadir, "--basedir", basedir,
-            "--expname", name, "--unbounded", unbounded, "--N_vis", "0", "--render_test", "0", "--n_iters", str(iters),
-            "--progress_refresh_rate", "1000", *flags]
+            "--expname", name, "--unbounded", unbounded, "--N_vis", "0", "--render_test", str(int(test_metrics)),
+            "--n_iters", str(iters), "--progress_refresh_rate", "1000", *flags]
     trainer = Trainer(load_run_config(argv))
     trainer.run()
-    return trainer
+    if not test_metrics:
+        return trainer, None
+    metrics = json.loads((Path(basedir) / name / "imgs_test_all" / "metrics.json").read_text())
+    return trainer, {key: value for key, value in metrics.items() if key != "views"}
 
 
 def timed_steps(trainer, steps: int) -> list[float]:
@@ -112,6 +119,8 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=600, help="training iterations before timing")
     parser.add_argument("--steps", type=int, default=10, help="steps per run and round")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of timed steps, all runs in turn")
+    parser.add_argument("--test_metrics", action="store_true",
+                        help="render each run's test views once trained and report their metrics")
     parser.add_argument("--variant", nargs=2, action="append", default=[], metavar=("NAME", "FLAGS"),
                         help="also time the unbounded mode with FLAGS added, reported under NAME")
     parser.add_argument("flags", nargs=argparse.REMAINDER,
@@ -129,8 +138,10 @@ def main() -> None:
     runs = [("bounded", "0", []), ("unbounded", "1", [])]
     runs += [(name, "1", shlex.split(extra)) for name, extra in args.variant]
     with tempfile.TemporaryDirectory() as basedir:
-        trainers = {name: trained(args.config, datadir, name, mode, flags + extra, args.iters, basedir)
-                    for name, mode, extra in runs}
+        trainers, metrics = {}, {}
+        for name, mode, extra in runs:
+            trainers[name], metrics[name] = trained(args.config, datadir, name, mode, flags + extra, args.iters,
+                                                    basedir, args.test_metrics)
         steps = {name: [] for name in trainers}
         for round_index in range(args.rounds + 1):
             for name, trainer in trainers.items():
@@ -143,6 +154,8 @@ def main() -> None:
         median = statistics.median(steps[name])
         result.update(step_ms_median=round(1000 * median, 1), step_ms_min=round(1000 * min(steps[name]), 1),
                       step_ms_max=round(1000 * max(steps[name]), 1), ratio_to_bounded=round(median / bounded, 2))
+        if metrics[name] is not None:
+            result["test"] = metrics[name]
     (out / "results.json").write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
 
