@@ -11,11 +11,15 @@ from conftest import REPO_ROOT
 
 def test_the_gpu_check_trains_ours_and_reports_on_the_cpu(tmp_path):
     from tensorf_jt.bootstrap import CHOSEN_ENV
+    from tensorf_jt.dataLoader.demo_scene import DemoSceneSpec, ensure_generated
 
+    room = tmp_path / "room"
+    ensure_generated(str(room), DemoSceneSpec(image_size=16, n_train=6, n_val=1, n_test=2, room=True))
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k not in CHOSEN_ENV}
     env.update(TENSORF_JT_CPU="1", SKIP_INSTALL="1", PYTHON=sys.executable, ORIGINAL="none", SCRATCH=str(tmp_path),
-               OUT=str(out), SCENE_SIZE="16", ITERS="12", PROFILE_STEPS="1", DEADLINE="500")
+               OUT=str(out), SCENE_SIZE="16", ITERS="12", PROFILE_STEPS="1", DEADLINE="500",
+               ROOM=str(room), ROOM_ITERS="20")
     done = subprocess.run(["bash", str(REPO_ROOT / "tools" / "gpu_check.sh"), "check"], cwd=REPO_ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
@@ -32,3 +36,13 @@ def test_the_gpu_check_trains_ours_and_reports_on_the_cpu(tmp_path):
         names = logs.getnames()
     assert "gpu_check_logs/train_speed/tensorf_jt_fused.log" in names and "gpu_check_logs/scene.log" in names
     assert (tmp_path / "gpu_check_work" / "runs" / "speed_fused" / "speed_fused.th").is_file()
+
+    # the room, unbounded then bounded, on the same grid schedule
+    for mode in ("unbounded", "bounded"):
+        assert f"the built-in room ({room}), {mode} mode" in log
+        [room_result] = json.loads((out / f"room_{mode}.json").read_text())
+        assert room_result["iterations"] == 20 and room_result["use_cuda"] == 0
+        if mode == "unbounded":  # contracted space is a cube: 8,000,000 voxels end as 199^3 (the reference's rounding)
+            assert room_result["final_grid"] == [199, 199, 199]
+    checkpoint = tmp_path / "gpu_check_work" / "room_runs_unbounded" / "speed_fused" / "speed_fused.th"
+    assert checkpoint.is_file()

@@ -15,6 +15,7 @@ from tensorf_jt.rendering.alpha_grid import AlphaGridMask
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.kernels.packed_compositing import composite_weights, segment_sum
 from tensorf_jt.kernels.cp_field import cp_features
+from tensorf_jt.kernels.encoding import layout_values
 from tensorf_jt.kernels.ray_marching import march_rays, rays_hit_alpha
 from tensorf_jt.kernels.source import kernel_source
 from tensorf_jt.kernels.vm_field import vm_features
@@ -229,11 +230,25 @@ def _nvcc() -> str | None:
     return shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None)
 
 
+def _encoding_instantiations() -> str:
+    """Explicit instantiations of the encoding kernels for every shader's input row, as the
+    glue names them: a template's device code is only compiled once it is instantiated."""
+    lines = []
+    for shader in (MLPRender_Fea(27, 2, 2), MLPRender_PE(27, 2, 6), MLPRender(27, 2)):
+        layout = layout_values(tuple(shader.input_layout()), (27, 3, 3))["layout"]
+        lines += [f"template void tensorf_kernels::encode_forward_cuda<tensorf_kernels::{layout}>"
+                  "(const float* const*, long, float*);",
+                  f"template void tensorf_kernels::encode_backward_cuda<tensorf_kernels::{layout}>"
+                  "(const float* const*, int, long, const float*, float*);"]
+    return "\n".join(lines).replace("EncodingPart", "tensorf_kernels::EncodingPart")
+
+
 @pytest.mark.skipif(_nvcc() is None, reason="nvcc is not installed")
 def test_cuda_sources_compile(tmp_path):
-    """The GPU kernels must build even where no GPU can run them."""
+    """The GPU kernels must build, templates instantiated, even where no GPU can run them."""
     sources = {name: kernel_source(f"{name}_cuda.cuh")
                for name in ("vm_field", "cp_field", "ray_marching", "compositing", "encoding", "distortion")}
+    sources["encoding"] += "\n" + _encoding_instantiations() + "\n"
     for name, text in sources.items():
         path = tmp_path / f"{name}.cu"
         path.write_text(text)

@@ -10,24 +10,30 @@
 #      fused kernels and then with the original PyTorch TensoRF, and prints one table
 #      (bench/train_speed.py): s/iter per grid phase, final-grid median, one-off compile time,
 #      peak GPU memory, test PSNR/SSIM; every run's log is kept as it goes;
-#   3. if ours does not train (or with `diagnose`): trains a few iterations with Jittor's
+#   3. if ours trained and at least ROOM_MIN_LEFT seconds are left: the unbounded mode's CUDA path
+#      next to the bounded mode's on the built-in room (ROOM, carried; bench/unbounded.py makes
+#      it), at the same grid and batch (64^3 -> 200^3, batch 4096, ROOM_ITERS iterations);
+#   4. if ours does not train (or with `diagnose`): trains a few iterations with Jittor's
 #      default (parallel) op compiler under cuda-gdb / gdb, so that a crash leaves every
 #      thread's backtrace, then tools/gpu_bisect.py (serial compiles, full logs) finds the
 #      first operator kind that fails, and Jittor's compiled cache is packed for the next call.
 #
 # Prepare on the development machine (git-ignored folders that travel with the call,
-# `carry: [".whl", ".ref", ".jtcache"]`; the GPU machine's Python is 3.12):
-#   python3 -m pip download --no-deps -d .whl/jittor jittor==1.3.11.0 configargparse astunparse
+# `carry: [".whl", ".ref", ".jtcache", "bench/out/gpu_room"]`; the GPU machine's Python is 3.12):
+#   python3 -m pip download --no-deps -d .whl/jittor jittor==1.3.11.0 configargparse astunparse tensorboardX
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl/jittor numpy==1.26.4
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl/original \
 #       kornia kornia_rs plyfile configargparse
 #   mkdir -p .ref/TensoRF && git --git-dir=<a clone of apchenstu/TensoRF> archive HEAD | tar -x -C .ref/TensoRF
+#   python bench/unbounded.py --size 128 --views 40 --modes --out bench/out/gpu_room_make  (then move its
+#       room_128_40/ to bench/out/gpu_room)
 #   (.jtcache/ holds the jtcache.tar.* parts an earlier call returned, if any)
 # Then there:  bash tools/gpu_check.sh [auto|check|diagnose]
-#   auto (default): steps 1-2, then 3 if ours did not train; check: never 3; diagnose: 1 and 3.
-# $OUT receives gpu_check.log, logs.tar.gz (every log), the results' JSON and, after a
+#   auto (default): steps 1-3, then 4 if ours did not train; check: never 4; diagnose: 1 and 4.
+# $OUT receives gpu_check.log, logs.tar.gz (every log), the results' JSON (train_speed.json,
+# room_unbounded.json, room_bounded.json) and, after a
 # diagnosis, jtcache.tar.* (Jittor's compiled cache).
 # Exit status 0: tensorf_jt trained (whatever became of the original); 1: it did not.
 set -uo pipefail
@@ -46,6 +52,9 @@ SUPERSAMPLING="${SUPERSAMPLING:-1}"         # anti-aliasing rays per pixel and a
 PROFILE_STEPS="${PROFILE_STEPS:-10}"        # extra steps timed per stage after training (0: none)
 DEADLINE="${DEADLINE:-560}"                 # seconds after the start by which everything must end
 ITERS="${ITERS:-1500}"                      # training iterations of each side-by-side run
+ROOM="${ROOM:-bench/out/gpu_room}"          # the built-in room for the unbounded check (bench/unbounded.py's room)
+ROOM_ITERS="${ROOM_ITERS:-400}"              # its iterations per mode
+ROOM_MIN_LEFT="${ROOM_MIN_LEFT:-90}"        # seconds that must be left to start a room run
 LOGS="$SCRATCH/gpu_check_logs"
 WORK="$SCRATCH/gpu_check_work"
 mkdir -p "$OUT" "$LOGS" "$WORK"
@@ -56,6 +65,12 @@ left() { local s=$(( DEADLINE - ($(date +%s) - started) )); echo $(( s > 1 ? s :
 # Lego's schedule compressed tenfold: upsampling at 200..700 (300^3 from 701), masks at 200, 400.
 SCHEDULE=(--n_iters "$ITERS" --upsamp_list 200 --upsamp_list 300 --upsamp_list 400 --upsamp_list 550
           --upsamp_list 700 --update_AlphaMask_list 200 --update_AlphaMask_list 400)
+# The issue's CPU grid (64^3 -> 200^3) at batch 4096, its schedule compressed to ROOM_ITERS.
+q=$(( ROOM_ITERS / 10 ))
+ROOM_SCHEDULE=(--n_iters "$ROOM_ITERS" --batch_size 4096 --N_voxel_init 262144 --N_voxel_final 8000000
+               --upsamp_list $(( q )) --upsamp_list $(( q * 3 / 2 )) --upsamp_list $(( q * 2 ))
+               --upsamp_list $(( q * 11 / 4 )) --upsamp_list $(( q * 7 / 2 ))
+               --update_AlphaMask_list $(( q )) --update_AlphaMask_list $(( q * 2 )))
 SCENE="$WORK/scene_$SCENE_SIZE"
 
 pack() {  # every log into one archive; with "cache" also Jittor's cache, in parts under 15 MiB
@@ -137,6 +152,21 @@ diagnose() {  # why training fails: the crash under a debugger, then one operato
   pack cache
 }
 
+room_check() {  # the unbounded mode's CUDA path next to the bounded mode's, same grid and batch
+  if [ ! -d "$ROOM" ]; then stamp "no room scene at $ROOM: the unbounded check is skipped"; return; fi
+  sed 's/^dataset_name = .*/dataset_name = own_data/' configs/demo_room.txt > "$WORK/room.txt"
+  local mode unbounded
+  for mode in unbounded bounded; do
+    unbounded=0; [ $mode = unbounded ] && unbounded=1
+    if [ "$(left)" -lt "$ROOM_MIN_LEFT" ]; then stamp "no time left for the room in $mode mode"; return; fi
+    stamp "the built-in room ($ROOM), $mode mode ($(left) s left)"
+    timeout "$(( $(left) - 15 ))" "$PYTHON" bench/train_speed.py --config "$WORK/room.txt" --datadir "$ROOM" \
+        --kernels fused --profile_steps 0 --basedir "$WORK/room_runs_$mode" --out "$OUT/room_$mode.json" \
+        --logs "$LOGS/room_$mode" -- --unbounded $unbounded "${ROOM_SCHEDULE[@]}" 2>&1 | tee "$LOGS/room_$mode.log"
+    pkill -f "train_speed.py --worker"
+  done
+}
+
 if [ "$MODE" = diagnose ]; then
   diagnose
 else
@@ -152,6 +182,7 @@ else
   if [ "$MODE" = auto ] && [ $trained = 0 ]; then
     diagnose  # ours did not train
   else
+    [ $trained = 1 ] && room_check
     pack
   fi
 fi

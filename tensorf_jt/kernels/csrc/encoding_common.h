@@ -59,7 +59,7 @@ struct EncodingPart {
 
 template <class... Parts>
 struct EncodingLayout {
-    static constexpr int row_width() { return sum(Parts::width...); }
+    TJT_HD static constexpr int row_width() { return sum(Parts::width...); }
 
     TJT_HD static void forward(const float* const* inputs, long m, float* row) {
         int offset = 0;
@@ -76,9 +76,9 @@ struct EncodingLayout {
     }
 
   private:
-    static constexpr int sum() { return 0; }
+    TJT_HD static constexpr int sum() { return 0; }
     template <class... Rest>
-    static constexpr int sum(int first, Rest... rest) { return first + sum(rest...); }
+    TJT_HD static constexpr int sum(int first, Rest... rest) { return first + sum(rest...); }
 };
 
 }  // namespace tensorf_kernels
