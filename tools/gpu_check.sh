@@ -27,8 +27,7 @@
 #       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl/original \
 #       kornia kornia_rs plyfile configargparse
 #   mkdir -p .ref/TensoRF && git --git-dir=<a clone of apchenstu/TensoRF> archive HEAD | tar -x -C .ref/TensoRF
-#   python bench/unbounded.py --size 128 --views 40 --modes --out bench/out/gpu_room_make  (then move its
-#       room_128_40/ to bench/out/gpu_room)
+#   python bench/unbounded.py --size 128 --views 40 --modes --out bench/out/gpu_room   # the room only
 #   (.jtcache/ holds the jtcache.tar.* parts an earlier call returned, if any)
 # Then there:  bash tools/gpu_check.sh [auto|check|diagnose]
 #   auto (default): steps 1-3, then 4 if ours did not train; check: never 4; diagnose: 1 and 4.
@@ -52,7 +51,7 @@ SUPERSAMPLING="${SUPERSAMPLING:-1}"         # anti-aliasing rays per pixel and a
 PROFILE_STEPS="${PROFILE_STEPS:-10}"        # extra steps timed per stage after training (0: none)
 DEADLINE="${DEADLINE:-560}"                 # seconds after the start by which everything must end
 ITERS="${ITERS:-1500}"                      # training iterations of each side-by-side run
-ROOM="${ROOM:-bench/out/gpu_room}"          # the built-in room for the unbounded check (bench/unbounded.py's room)
+ROOM="${ROOM:-bench/out/gpu_room/room_128_40}"  # the built-in room for the unbounded check
 ROOM_ITERS="${ROOM_ITERS:-400}"              # its iterations per mode
 ROOM_MIN_LEFT="${ROOM_MIN_LEFT:-90}"        # seconds that must be left to start a room run
 LOGS="$SCRATCH/gpu_check_logs"
