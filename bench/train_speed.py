@@ -39,7 +39,7 @@ from timing import one_off_seconds, phase_summary  # noqa: E402
 
 
 def run_worker(config: str, kernels: str, iters: int | None, profile_steps: int, basedir: str,
-               extra: list[str]) -> dict:
+               extra: list[str], op_profile_steps: int = 0) -> dict:
     """Train with ``--kernels kernels`` in this process and return the figures."""
     import tensorf_jt.runtime  # configures Jittor before it is imported
     import jittor as jt
@@ -73,6 +73,7 @@ def run_worker(config: str, kernels: str, iters: int | None, profile_steps: int,
             with profiling.collect() as stages:
                 for _ in range(profile_steps):
                     original_step()
+    ops = operator_profile(original_step, op_profile_steps) if op_profile_steps else []
     phases = phase_summary(step_times, list(config.schedule.upsamp_list), config.schedule.n_iters)
     return {
         "implementation": f"tensorf_jt ({kernels})",
@@ -88,7 +89,26 @@ def run_worker(config: str, kernels: str, iters: int | None, profile_steps: int,
         "test_ssim": result.test_metrics["ssim"],
         "stages_ms": {name: 1000 * seconds / profile_steps for name, seconds in stages.items()},
         "final_grid": trainer.model.gridSize,
+        "ops_ms": ops,
     }
+
+
+def operator_profile(step, steps: int, top: int = 15) -> list[dict]:
+    """The operators that take the most time over ``steps`` training steps (Jittor's profiler,
+    after one unprofiled step), as {name, count, ms per step}, slowest first."""
+    import jittor as jt
+
+    step()
+    jt.sync_all()
+    with jt.profile_scope() as report:
+        for _ in range(steps):
+            step()
+        jt.sync_all()
+    header, rows = report[0], report[1:]
+    name, count, total = header.index("Name"), header.index("Count"), header.index("TotalTime")
+    ops = [{"name": row[name][:160], "count": int(float(row[count])) // steps,
+            "ms": float(row[total]) / 1e6 / steps} for row in rows]
+    return sorted(ops, key=lambda op: -op["ms"])[:top]
 
 
 class GpuMemoryMonitor:
@@ -216,6 +236,11 @@ def format_table(results: list[dict]) -> str:
         lines.append(text)
     stage_names = [s for s in ("batch", "sampling", "field", "compositing", "shading", "backward", "optimizer")
                    if any(s in r.get("stages_ms", {}) for r in results)]
+    for r in results:
+        if r.get("ops_ms"):
+            lines += ["", f"| operator ({r['implementation']}, Jittor's profiler) | calls per step | ms per step |",
+                      "|---|---|---|"]
+            lines += [f"| `{op['name']}` | {op['count']} | {op['ms']:.2f} |" for op in r["ops_ms"]]
     if stage_names:
         ours = [r for r in results if r.get("stages_ms")]
         lines += ["", "| stage (ms per step, final grid) | " + " | ".join(r["implementation"] for r in ours) + " |",
@@ -232,6 +257,8 @@ def main() -> int:
     parser.add_argument("--kernels", default="fused,reference", help="comma-separated kernel paths to run")
     parser.add_argument("--iters", type=int, default=None, help="override n_iters")
     parser.add_argument("--profile_steps", type=int, default=20, help="extra steps timed per stage (0: none)")
+    parser.add_argument("--op_profile_steps", type=int, default=0,
+                        help="extra steps under Jittor's operator profiler after training (0: none)")
     parser.add_argument("--original", default=None, help="checkout of the original PyTorch TensoRF to run too")
     parser.add_argument("--original_python", default=None, help="Python with PyTorch for --original")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "train_speed.json"))
@@ -245,7 +272,7 @@ def main() -> int:
 
     if args.worker:
         print("RESULT " + json.dumps(run_worker(args.config, args.kernels, args.iters, args.profile_steps, args.basedir,
-                                                 args.extra)))
+                                                 args.extra, args.op_profile_steps)))
         return 0
     if args.prepare:
         print("PREPARED " + json.dumps(prepare(args.config, args.datadir)))
@@ -263,7 +290,8 @@ def main() -> int:
     for path in [p for p in args.kernels.split(",") if p]:
         # shared[:2] is the config, which the worker gets by its own flag
         command = [sys.executable, __file__, "--worker", "--config", args.config, "--kernels", path,
-                   "--profile_steps", str(args.profile_steps), "--basedir", args.basedir, "--", *shared[2:]]
+                   "--profile_steps", str(args.profile_steps), "--op_profile_steps", str(args.op_profile_steps),
+                   "--basedir", args.basedir, "--", *shared[2:]]
         runs.append((command, f"tensorf_jt with --kernels {path}", logs / f"tensorf_jt_{path}.log", None))
     if args.original:
         out = tempfile.mkdtemp(prefix="original_tensorf_")

@@ -19,7 +19,7 @@ def test_the_gpu_check_trains_ours_and_reports_on_the_cpu(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in CHOSEN_ENV}
     env.update(TENSORF_JT_CPU="1", SKIP_INSTALL="1", PYTHON=sys.executable, ORIGINAL="none", SCRATCH=str(tmp_path),
                OUT=str(out), SCENE_SIZE="16", ITERS="12", PROFILE_STEPS="1", DEADLINE="500",
-               ROOM=str(room), ROOM_ITERS="20")
+               ROOM=str(room), ROOM_ITERS="20", LEGO_FLAGS="--N_voxel_init 32768", OP_PROFILE_STEPS="2")
     done = subprocess.run(["bash", str(REPO_ROOT / "tools" / "gpu_check.sh"), "check"], cwd=REPO_ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
@@ -29,7 +29,12 @@ def test_the_gpu_check_trains_ours_and_reports_on_the_cpu(tmp_path):
     result = results[0]
     assert result["iterations"] == 12 and result["use_cuda"] == 0 and result["final_grid_s_per_iter"] > 0
     assert result["test_psnr"] > 0 and set(result["stages_ms"]) >= {"field", "backward", "optimizer"}
+    assert result["final_grid"] == [32, 32, 32]  # LEGO_FLAGS reached the trainer
+    ops = result["ops_ms"]
+    assert 0 < len(ops) <= 15 and all(op["count"] >= 1 and op["ms"] >= 0 for op in ops)
+    assert [op["ms"] for op in ops] == sorted((op["ms"] for op in ops), reverse=True)
     log = (out / "gpu_check.log").read_text()
+    assert "| operator (tensorf_jt (fused), Jittor's profiler) | calls per step | ms per step |" in log
     assert "| tensorf_jt (fused) |" in log and "Jittor is ready: JITTOR_READY 0" in log
     assert "104 views of 16x16" in log
     with tarfile.open(out / "logs.tar.gz") as logs:

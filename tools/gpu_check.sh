@@ -51,6 +51,8 @@ SUPERSAMPLING="${SUPERSAMPLING:-1}"         # anti-aliasing rays per pixel and a
 PROFILE_STEPS="${PROFILE_STEPS:-10}"        # extra steps timed per stage after training (0: none)
 DEADLINE="${DEADLINE:-560}"                 # seconds after the start by which everything must end
 ITERS="${ITERS:-1500}"                      # training iterations of each side-by-side run
+LEGO_FLAGS="${LEGO_FLAGS:-}"                # more training flags for both lego runs (e.g. a grid)
+OP_PROFILE_STEPS="${OP_PROFILE_STEPS:-0}"   # steps under Jittor's operator profiler after ours trains
 ROOM="${ROOM:-bench/out/gpu_room/room_128_40}"  # the built-in room for the unbounded check
 ROOM_ITERS="${ROOM_ITERS:-400}"              # its iterations per mode
 ROOM_MIN_LEFT="${ROOM_MIN_LEFT:-90}"        # seconds that must be left to start a room run
@@ -174,8 +176,8 @@ else
   original=(--original "$ORIGINAL" --original_python "$ORIGINAL_PYTHON")
   [ "$ORIGINAL" = none ] && original=()
   timeout "$(left)" "$PYTHON" bench/train_speed.py --config configs/lego.txt --datadir "$SCENE" --kernels fused \
-      --profile_steps "$PROFILE_STEPS" "${original[@]}" --stop_on_failure --basedir "$WORK/runs" \
-      --out "$OUT/train_speed.json" --logs "$LOGS/train_speed" -- "${SCHEDULE[@]}" 2>&1 | tee "$LOGS/train_speed.log"
+      --profile_steps "$PROFILE_STEPS" --op_profile_steps "$OP_PROFILE_STEPS" "${original[@]}" --stop_on_failure --basedir "$WORK/runs" \
+      --out "$OUT/train_speed.json" --logs "$LOGS/train_speed" -- "${SCHEDULE[@]}" $LEGO_FLAGS 2>&1 | tee "$LOGS/train_speed.log"
   pkill -f "train_speed.py --worker"; pkill -f original_tensorf.py  # whatever the deadline cut short
   trained=0; grep -q '"tensorf_jt' "$OUT/train_speed.json" 2>/dev/null && trained=1
   if [ "$MODE" = auto ] && [ $trained = 0 ]; then

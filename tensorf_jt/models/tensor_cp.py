@@ -15,6 +15,7 @@ from jittor import nn
 
 from tensorf_jt.rendering.interpolation import linear_sample
 from tensorf_jt.kernels.cp_field import cp_features
+from tensorf_jt.kernels.layout import permute
 from tensorf_jt.models.regularizers import line_orthogonality, total_variation
 from tensorf_jt.models.tensor_base import TensorBase, as_trainable
 
@@ -44,7 +45,7 @@ class TensorCP(TensorBase):
     @staticmethod
     def _channel_last(lines) -> list[jt.Var]:
         """Lines [1, C, L, 1] -> [L, C]: one texel's components contiguous, as lookups read them."""
-        return [line[0, :, :, 0].transpose(1, 0) for line in lines]
+        return [permute(line[0, :, :, 0], (1, 0)) for line in lines]
 
     def _line_products(self, lines, xyz_normed: jt.Var) -> jt.Var:
         """Per component, the product of its three line values at each point: [N, C]."""

@@ -13,6 +13,7 @@ import jittor as jt
 from jittor import nn
 
 from tensorf_jt.rendering.interpolation import bilinear_sample, linear_sample
+from tensorf_jt.kernels.layout import permute
 from tensorf_jt.kernels.vm_field import vm_features
 from tensorf_jt.models.regularizers import line_orthogonality, total_variation
 from tensorf_jt.models.tensor_base import TensorBase, as_trainable
@@ -51,8 +52,8 @@ class TensorVMSplit(TensorBase):
     def _channel_last(planes, lines) -> tuple[list[jt.Var], list[jt.Var]]:
         """Planes [1, C, H, W] -> [H, W, C] and lines [1, C, L, 1] -> [L, C]: one texel's
         components become contiguous, which is what the lookups read."""
-        return ([plane[0].permute(1, 2, 0) for plane in planes],
-                [line[0, :, :, 0].transpose(1, 0) for line in lines])
+        return ([permute(plane[0], (1, 2, 0)) for plane in planes],
+                [permute(line[0, :, :, 0], (1, 0)) for line in lines])
 
     def _plane_line_products(self, planes, lines, xyz_normed: jt.Var) -> list[jt.Var]:
         """Per axis i, plane_i(u, v) * line_i(w) for every component: a list of [N, C_i]."""

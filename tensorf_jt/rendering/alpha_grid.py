@@ -14,6 +14,7 @@ import jittor as jt
 from jittor import nn
 
 from tensorf_jt.rendering.interpolation import trilinear_sample
+from tensorf_jt.kernels.layout import permute
 from tensorf_jt.kernels.ray_marching import alpha_lookup
 
 
@@ -68,7 +69,7 @@ class AlphaGridMask:
 
 def binarize_alpha(dense_alpha: jt.Var, threshold: float) -> jt.Var:
     """Dense opacity [X, Y, Z] -> binary occupancy [Z, Y, X]: clamp, 3x3x3 max-pool, threshold."""
-    alpha = dense_alpha.clamp(min_v=0.0, max_v=1.0).permute(2, 1, 0).unsqueeze(0).unsqueeze(0)
+    alpha = permute(dense_alpha.clamp(min_v=0.0, max_v=1.0), (2, 1, 0)).unsqueeze(0).unsqueeze(0)
     alpha = nn.max_pool3d(alpha, kernel_size=3, stride=1, padding=1)[0, 0]
     return (alpha >= threshold).float32()
 
