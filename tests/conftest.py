@@ -3,6 +3,7 @@ then runs with the process set-up the command-line tools use (``tensorf_jt.runti
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -13,6 +14,10 @@ import tensorf_jt.runtime  # must precede any jittor import
 import jittor as jt
 
 tensorf_jt.runtime.setup()
+# Jittor answers SIGINT and SIGTERM by exiting with status 1 at once, so a stray signal would end
+# the suite without a report. Python's own handling lets pytest say where it was stopped.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))

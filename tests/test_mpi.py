@@ -1,5 +1,6 @@
 """Data-parallel training under ``mpirun`` on 2 CPU ranks: the same training as one process,
 identical ranks, rank 0 alone writing, clean stops and failures (tensorf_jt/runtime/distributed.py)."""
+import contextlib
 import json
 import os
 import signal
@@ -37,8 +38,27 @@ def mpirun_command(*programs: list[str]) -> list[str]:
     return command
 
 
+# Each job gets a session of its own: Open MPI may pass a signal on to its whole process group,
+# and pytest, which imports Jittor, would die of it (Jittor's SIGINT/SIGTERM handler exits with
+# status 1 without letting pytest report).
 def run(command: list[str], timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=REPO_ROOT, env=mpi_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(command, cwd=REPO_ROOT, env=mpi_env(), capture_output=True, text=True, timeout=timeout,
+                          start_new_session=True)
+
+
+def start(command: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(command, cwd=REPO_ROOT, env=mpi_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def stop(job: subprocess.Popen) -> None:
+    """Kill a job still running, ranks first (Open MPI gives them process groups of their own)."""
+    if job.poll() is None:
+        for pid in rank_pids(job.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        job.kill()
+        job.wait(timeout=30)
 
 
 def parameters(checkpoint: Path) -> dict[str, np.ndarray]:
@@ -131,8 +151,7 @@ def saved_iteration(state: Path) -> int:
 def test_sigint_to_mpirun_leaves_one_readable_state_that_resumes_on_another_rank_count(tiny_scene, tmp_path):
     argv = ["train.py", *tiny_argv(tiny_scene, tmp_path / "log", "--n_iters", "150", "--render_test", "0")]
     state = tmp_path / "log/run/run_state.th"
-    job = subprocess.Popen(mpirun_command(argv, argv), cwd=REPO_ROOT, env=mpi_env(), stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
+    job = start(mpirun_command(argv, argv))
     try:
         wait_until(lambda: saved_iteration(state) >= 10 or job.poll() is not None, 240, "a saved state",
                    poll=0.2)
@@ -140,8 +159,7 @@ def test_sigint_to_mpirun_leaves_one_readable_state_that_resumes_on_another_rank
         job.send_signal(signal.SIGINT)
         job.wait(timeout=60)
     finally:
-        if job.poll() is None:
-            job.kill()
+        stop(job)
     assert job.returncode != 0
     stopped_at = read_state(str(state))["iteration"]
     # Open MPI passes SIGTERM to the ranks and kills them soon after: the state is the one they
@@ -154,7 +172,7 @@ def test_sigint_to_mpirun_leaves_one_readable_state_that_resumes_on_another_rank
 
 def rank_pids(mpirun_pid: int) -> list[int]:
     """The Python ranks started by ``mpirun`` (its children running train.py)."""
-    listing = subprocess.run(["ps", "-o", "pid=,ppid=,args="], capture_output=True, text=True).stdout
+    listing = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,args="], capture_output=True, text=True).stdout
     children = [line.split(None, 2) for line in listing.splitlines() if line.strip()]
     return [int(pid) for pid, ppid, args in children if int(ppid) == mpirun_pid and "train.py" in args]
 
@@ -164,8 +182,7 @@ def test_sigterm_to_one_rank_stops_every_rank_with_one_saved_state(tiny_scene, t
     argv = ["train.py", *tiny_argv(tiny_scene, tmp_path / "log", "--n_iters", "150", "--save_every", "1000",
                                    "--render_test", "0")]
     log = tmp_path / "log/run/train_log.csv"
-    job = subprocess.Popen(mpirun_command(argv, argv), cwd=REPO_ROOT, env=mpi_env(), stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
+    job = start(mpirun_command(argv, argv))
     try:
         wait_until(lambda: (log.is_file() and log.read_text().count("\n") > 6) or job.poll() is not None, 240,
                    "training to run", poll=0.2)
@@ -175,8 +192,7 @@ def test_sigterm_to_one_rank_stops_every_rank_with_one_saved_state(tiny_scene, t
         os.kill(pids[-1], signal.SIGTERM)
         output, _ = job.communicate(timeout=120)
     finally:
-        if job.poll() is None:
-            job.kill()
+        stop(job)
     state = tmp_path / "log/run/run_state.th"
     assert state.is_file(), output[-4000:]
     stopped_at = read_state(str(state))["iteration"]
