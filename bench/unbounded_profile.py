@@ -123,6 +123,8 @@ def main() -> None:
                         help="render each run's test views once trained and report their metrics")
     parser.add_argument("--variant", nargs=2, action="append", default=[], metavar=("NAME", "FLAGS"),
                         help="also time the unbounded mode with FLAGS added, reported under NAME")
+    parser.add_argument("--no_unbounded", action="store_true",
+                        help="leave out the plain unbounded run (the bounded one and the variants remain)")
     parser.add_argument("flags", nargs=argparse.REMAINDER,
                         help="-- then train.py flags for every run (default: the room's schedule)")
     args = parser.parse_args()
@@ -135,7 +137,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     datadir = args.datadir or room(out / f"room_{args.size}_{args.views}", args.size, args.views)
-    runs = [("bounded", "0", []), ("unbounded", "1", [])]
+    runs = [("bounded", "0", [])] + ([] if args.no_unbounded else [("unbounded", "1", [])])
     runs += [(name, "1", shlex.split(extra)) for name, extra in args.variant]
     with tempfile.TemporaryDirectory() as basedir:
         trainers, metrics = {}, {}

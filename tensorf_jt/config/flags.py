@@ -150,6 +150,10 @@ def config_parser() -> configargparse.ArgumentParser:
         help="unbounded scenes, training: samples of compositing weight below this are shaded at random, with "
              "probability weight / this, their colour counted accordingly (faster steps, the same colour in "
              "expectation; 0: shade them all, as the reference)")
+    add("--importance_samples", type=int, default=0,
+        help="unbounded scenes: render each ray from this many samples, placed where a first, density-only pass "
+             "over the usual samples finds the ray's weight (faster steps where the model spreads its weight; "
+             "0: off, the default: every sample above the weight threshold is shaded)")
     add("--appearance_dim", type=int, default=0,
         help="a learned appearance code of this many numbers per training view, for exposure and white-balance "
              "changes between photos (MLP shaders; 0: none, the default). Views without one use the mean code")

@@ -95,6 +95,7 @@ class ModelConfig:
     contraction: str  # unbounded scenes: the contraction's norm (scene_contraction)
     appearance_dim: int  # per-view appearance codes (0: none)
     refine_poses: int  # 1: per-view pose corrections
+    importance_samples: int  # unbounded scenes: samples per ray placed by a density-only first pass (0: off)
     ckpt: Optional[str]  # model to start training from, or to render
 
 
@@ -315,6 +316,14 @@ def _validate(config: RunConfig) -> None:
     if model.refine_poses and data.ndc_ray:
         raise ConfigError("refine_poses = 1 corrects world-space camera poses, but ndc_ray = 1 trains on NDC rays: "
                           "set refine_poses = 0 for a forward-facing NDC scene.")
+    if model.importance_samples < 0:
+        raise ConfigError(f"importance_samples must be 0 (off) or positive, got {model.importance_samples}.")
+    if model.importance_samples and data.ndc_ray:
+        raise ConfigError("importance_samples places the samples of unbounded scenes, but ndc_ray = 1 trains a "
+                          "forward-facing NDC scene: set importance_samples = 0 (or ndc_ray = 0, unbounded = 1).")
+    if model.importance_samples and schedule.distortion_weight > 0:
+        raise ConfigError("distortion_weight measures rays on the sampler's evenly spaced samples, which "
+                          "importance_samples replaces: set one of them to 0.")
     if schedule.distortion_weight < 0:
         raise ConfigError(f"distortion_weight must not be negative, got {schedule.distortion_weight}.")
     if not 0 <= schedule.shading_roulette < 1:

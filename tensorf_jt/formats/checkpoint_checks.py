@@ -20,6 +20,7 @@ from tensorf_jt.kernels import KERNELS
 
 MAX_VOXELS = 2 ** 31 - 1  # grid and alpha-mask voxels (the kernels' int32 indices)
 MAX_COMPONENTS = 4096  # per axis, density or appearance
+MAX_IMPORTANCE_SAMPLES = 4096  # samples per ray of an unbounded model's second pass
 MAX_WIDTH = 65536  # app_dim, featureC, appearance_dim
 MAX_VIEWS = 1_000_000  # training views with per-view corrections
 MAX_ENCODING_FREQUENCIES = 64  # pos_pe, view_pe, fea_pe
@@ -130,10 +131,16 @@ def check_model_kwargs(kwargs, source: str) -> None:
 
 
 def _check_contraction(kwargs: dict, where: str) -> None:
-    """An unbounded model's ``scene_contraction`` (a norm's name) and ``foreground_aabb`` (a box), both or neither."""
+    """An unbounded model's ``scene_contraction`` (a norm's name) and ``foreground_aabb`` (a box), both or
+    neither, and its ``importance_samples`` (a count, unbounded models only)."""
     from tensorf_jt.rendering.contraction import NORMS
 
     present = [key for key in ("scene_contraction", "foreground_aabb") if key in kwargs]
+    if "importance_samples" in kwargs:
+        _integers(kwargs["importance_samples"], 1, f"{where}.importance_samples", 1, MAX_IMPORTANCE_SAMPLES)
+        if not present:
+            raise CheckpointError(f"{where} has importance_samples but no scene_contraction: only unbounded "
+                                  "models resample their rays.")
     if len(present) == 1:
         raise CheckpointError(f"{where} has {present[0]} without "
                               f"{'foreground_aabb' if present[0] == 'scene_contraction' else 'scene_contraction'}: "

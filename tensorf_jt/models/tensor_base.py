@@ -72,8 +72,9 @@ class TensorBase(nn.Module):
     rebuild the model (``device`` is gone: Jittor places Vars by ``jt.flags.use_cuda``), plus,
     for an unbounded scene, ``scene_contraction`` ('inf' or 'l2', the contraction's norm) and
     ``foreground_aabb`` (the world box the contraction keeps as it is); ``aabb`` is then the
-    grid's box in contracted space, ``rendering.contraction.MODEL_BOX``. Bounded models' kwargs
-    hold neither, as the reference's. ``appearance_dim`` > 0 (a code of that size per training
+    grid's box in contracted space, ``rendering.contraction.MODEL_BOX``, and, if set,
+    ``importance_samples`` (``rendering.resampling``). Bounded models' kwargs hold none of them,
+    as the reference's. ``appearance_dim`` > 0 (a code of that size per training
     view) and ``refine_poses`` (a pose correction per training view) add the per-view
     corrections of ``models.view_corrections`` for ``n_views`` training views; only models that
     use them have these keys.
@@ -117,6 +118,7 @@ class TensorBase(nn.Module):
         appearance_dim: int = 0,
         refine_poses: bool = False,
         n_views: int = 0,
+        importance_samples: int = 0,
     ) -> None:
         super().__init__()
         if fea2denseAct not in DENSITY_ACTIVATIONS:
@@ -130,6 +132,11 @@ class TensorBase(nn.Module):
             raise ConfigError("An unbounded model needs both scene_contraction and foreground_aabb.")
         self.contraction = (None if scene_contraction is None
                             else SceneContraction(_numpy(foreground_aabb), scene_contraction))
+        self.importance_samples = int(importance_samples)
+        if self.importance_samples < 0 or (self.importance_samples and self.contraction is None):
+            raise ConfigError(f"importance_samples must be 0 (off) or, for an unbounded scene, positive; got "
+                              f"{self.importance_samples}{'' if self.contraction else ' for a bounded scene'}. "
+                              "Set --importance_samples 0, or --unbounded 1.")
         self.density_n_comp = self._per_axis(density_n_comp, "n_lamb_sigma")
         self.app_n_comp = self._per_axis(appearance_n_comp, "n_lamb_sh")
         self.app_dim = int(app_dim)
@@ -345,6 +352,8 @@ class TensorBase(nn.Module):
         if self.contraction is not None:
             kwargs["scene_contraction"] = self.contraction.norm
             kwargs["foreground_aabb"] = jt.array(self.contraction.foreground)
+        if self.importance_samples:
+            kwargs["importance_samples"] = self.importance_samples
         if self.appearance_dim or self.refine_poses:
             kwargs.update(appearance_dim=self.appearance_dim, refine_poses=self.refine_poses, n_views=self.n_views)
         return kwargs
@@ -426,7 +435,10 @@ class TensorBase(nn.Module):
         outside the grid or the alpha grid), evaluate density where samples remain, composite,
         and shade only samples whose weight exceeds ``rayMarch_weight_thres`` (training an
         unbounded scene with ``shading_roulette``: and a random share of fainter ones). The fused kernels
-        do this on packed samples, the reference path on the dense [R, S] sample grid. ``ndc_ray``
+        do this on packed samples, the reference path on the dense [R, S] sample grid. An
+        unbounded model with ``importance_samples`` K evaluates density alone there and renders
+        each ray from K samples placed where that pass found its weight
+        (``rendering.resampling``; training draws their stratification). ``ndc_ray``
         rays (forward-facing scenes) are sampled in NDC space on the dense grid by both paths;
         the fused field kernels still evaluate them. In training, each ray's samples shift by a
         random fraction of a step, drawn here unless ``jitter`` [R] gives them (the
@@ -450,7 +462,10 @@ class TensorBase(nn.Module):
         roulette = is_train and self.unbounded and self.shading_roulette > 0
         ray_draws = jt.rand((rays_chunk.shape[0], 2)) if roulette else None
         with self._positions_tracked(corrected):
-            if self.fused and not ndc_ray:
+            if self.importance_samples and not ndc_ray:
+                bin_jitter = jt.rand(rays_chunk.shape[0]) if is_train and self.jitter_samples else None
+                maps = renderer.render_resampled(self, rays_chunk, n_samples, jitter, bin_jitter, codes, ray_draws)
+            elif self.fused and not ndc_ray:
                 maps = renderer.render_packed(self, rays_chunk, white, n_samples, jitter, with_distortion, codes,
                                               corrected, ray_draws)
             else:

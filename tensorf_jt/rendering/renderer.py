@@ -6,7 +6,9 @@ compositing turns densities into weights, and only samples whose weight exceeds 
 ``rayMarch_weight_thres`` are shaded (in unbounded training, given per-ray draws, a random
 share of the faint ones: ``shading_selection``). ``render_dense`` works on the [R, S] grid of every
 sample in plain Jittor (the reference path, also every NDC scene's); ``render_packed`` on the
-kept samples only, with the fused kernels. Each returns rgb [R, 3], depth [R], opacity [R] and
+kept samples only, with the fused kernels. ``render_resampled`` (unbounded scenes with
+``importance_samples``) renders each ray from a few samples placed by a density-only first
+pass over the sampler's (``rendering.resampling``). Each returns rgb [R, 3], depth [R], opacity [R] and
 the rays' mean distortion loss (0 unless the sampler numbers its samples: unbounded scenes).
 
 The field (a ``Field``, such as ``models.TensorBase``) provides ``sampler``, ``alphaMask``,
@@ -22,6 +24,8 @@ from typing import Protocol
 import jittor as jt
 
 from tensorf_jt.rendering import compositing, distortion as distortion_loss
+from tensorf_jt.rendering.resampling import bins, importance_edges, packed_edges
+from tensorf_jt.rendering.samplers import DenseSamples
 from tensorf_jt.rendering.shading_selection import ShadingPlan, plan_shading, roulette_draws, weighted_colours
 from tensorf_jt.runtime.profiling import stage
 
@@ -37,6 +41,7 @@ class Field(Protocol):
     distance_scale: float
     rayMarch_weight_thres: float
     shading_roulette: float
+    importance_samples: int
     unbounded: bool
     fused: bool
     jitter_samples: bool
@@ -69,10 +74,7 @@ def render_dense(field: Field, rays_chunk: jt.Var, white: bool, is_train: bool, 
                 samples.xyz = field.model_points((rays_o.unsqueeze(1) + along).reshape(-1, 3))
                 samples.viewdirs = rays_d
     n_samples = samples.z.shape[1]
-    sigma = jt.zeros(n_rays * n_samples, dtype="float32")
-    if samples.kept.shape[0] > 0:
-        sigma[samples.kept] = field.density(samples.xyz[samples.kept])
-    sigma = sigma.reshape(n_rays, n_samples)
+    sigma = _dense_density(field, samples)
 
     with stage("compositing"):
         dist = samples.dist * field.distance_scale
@@ -128,6 +130,68 @@ def render_packed(field: Field, rays_chunk: jt.Var, white: bool, n_samples: int,
         distortion = (distortion_loss.packed_distortion(weights, samples, field.nSamples)
                       if with_distortion and samples.ordinal is not None else jt.zeros(1))
     return maps + (distortion,)
+
+
+def render_resampled(field: Field, rays_chunk: jt.Var, n_samples: int, jitter: jt.Var | None,
+                     bin_jitter: jt.Var | None, codes: jt.Var | None, ray_draws: jt.Var | None = None) -> Maps:
+    """Rays [R, 6] of an unbounded scene rendered from ``field.importance_samples`` samples each,
+    placed by a first, density-only pass over the sampler's samples (``rendering.resampling``;
+    packed with the fused kernels, dense otherwise); ``bin_jitter`` [R] stratifies the bins
+    (None: the middle of each share). Rays that carry pose corrections take the positions of
+    the samples from the corrected rays, as in ``render_dense``. The distortion loss is 0: the
+    bins are not evenly spaced."""
+    n_rays, n_bins = rays_chunk.shape[0], field.importance_samples
+    rays_o, rays_d = rays_chunk[:, :3], rays_chunk[:, 3:6]
+    with stage("sampling"), jt.no_grad():
+        z, gaps = bins(_first_pass_edges(field, rays_o.detach(), rays_d.detach(), n_samples, jitter, bin_jitter,
+                                         n_bins))
+    xyz = field.model_points((rays_o.unsqueeze(1) + rays_d.unsqueeze(1) * z.unsqueeze(2)).reshape(-1, 3))
+    sigma = field.density(xyz).reshape(n_rays, n_bins)
+    with stage("compositing"):
+        dist = gaps * field.distance_scale
+        _, weights, _ = compositing.raw2alpha(compositing.cap_optical_depth(sigma, dist), dist)
+        flat_weights = weights.reshape(-1)
+        ordinal = jt.arange(n_bins).int32().unsqueeze(0).broadcast((n_rays, n_bins)).reshape(-1)
+        plan = _plan(field, flat_weights, ray_draws, lambda draws: draws.unsqueeze(1).broadcast(
+            (n_rays, n_bins)).reshape(-1), ordinal)
+    shaded, shares = _shade(field, plan, flat_weights, xyz, lambda index: index // n_bins, rays_d, codes)
+    dense_shares = jt.zeros((n_rays * n_bins, 3), dtype="float32")
+    if shaded is not None:
+        dense_shares[shaded] = shares
+    with stage("compositing"):
+        maps = compositing.accumulate(weights, dense_shares.reshape(n_rays, n_bins, 3), z, rays_chunk[:, -1], False)
+    return maps + (jt.zeros(1),)
+
+
+def _first_pass_edges(field: Field, rays_o: jt.Var, rays_d: jt.Var, n_samples: int, jitter: jt.Var | None,
+                      bin_jitter: jt.Var | None, n_bins: int) -> jt.Var:
+    """The first pass of ``render_resampled``: bin edges [R, n_bins + 1] from the compositing
+    weights of the sampler's samples."""
+    n_rays = rays_o.shape[0]
+    if field.fused:
+        samples = field.sampler.packed(rays_o, rays_d, n_samples, jitter, field.alphaMask)
+        if samples.count == 0:
+            return jt.zeros((n_rays, n_bins + 1), dtype="float32")
+        dist = samples.dist * field.distance_scale
+        weights = compositing.packed_weights(compositing.cap_optical_depth(field.density(samples.xyz), dist), dist,
+                                             samples.ray_offsets)
+        return packed_edges(samples, weights, n_bins, bin_jitter)
+    samples = field.sampler.dense(rays_o, rays_d, n_samples, jitter, field.alphaMask, False)
+    dist = samples.dist * field.distance_scale
+    _, weights, _ = compositing.raw2alpha(compositing.cap_optical_depth(_dense_density(field, samples), dist), dist)
+    kept = jt.zeros(samples.z.numel(), dtype="bool")
+    if samples.kept.shape[0] > 0:
+        kept[samples.kept] = True
+    end = jt.ternary(kept.reshape(samples.z.shape), samples.z + samples.dist, samples.z)
+    return importance_edges(samples.z, end, weights, n_bins, bin_jitter)
+
+
+def _dense_density(field: Field, samples: DenseSamples) -> jt.Var:
+    """Density [R, S] of dense samples: the field's at the kept ones, 0 elsewhere."""
+    sigma = jt.zeros(samples.z.numel(), dtype="float32")
+    if samples.kept.shape[0] > 0:
+        sigma[samples.kept] = field.density(samples.xyz[samples.kept])
+    return sigma.reshape(samples.z.shape)
 
 
 def _plan(field: Field, weights: jt.Var, ray_draws: jt.Var | None, per_sample, ordinal: jt.Var | None) -> ShadingPlan:

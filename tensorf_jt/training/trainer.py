@@ -195,7 +195,8 @@ class Trainer:
             distance_scale=settings.distance_scale, rayMarch_weight_thres=settings.rm_weight_mask_thre,
             pos_pe=settings.pos_pe, view_pe=settings.view_pe, fea_pe=settings.fea_pe, featureC=settings.featureC,
             step_ratio=settings.step_ratio, fea2denseAct=settings.fea2denseAct, appearance_dim=settings.appearance_dim,
-            refine_poses=bool(settings.refine_poses), n_views=self.train_dataset.n_views, **contraction)
+            refine_poses=bool(settings.refine_poses), n_views=self.train_dataset.n_views,
+            importance_samples=settings.importance_samples, **contraction)
 
     def _adopt_model(self, model: TensorBase) -> None:
         """Train ``model`` with this run's kernels and sample jitter, the same on every rank."""
