@@ -56,6 +56,18 @@ PARALLEL_FUSED = parallel_report(FUSED_SRC, f"Compile fused operator(1/2)failed:
 PARALLEL_SINGLE = parallel_report(RANDOM_SRC, "Compile operator(0/2)failed:Op(1:0:1:1:i0:o1:s0:g1,random->2)",
                                   gcc_command(RANDOM_SRC))
 
+# The parallel compiler's report when a fused kernel's operators lost their inputs (Jittor's
+# check in op_compiler.cc; the broadcasts show i0), from a cold-cache test run.
+CORRUPTED_OPS = ("[Op(2526231:0:1:1:i0:o1:s0:g1,broadcast_to->2526232),Op(2526233:0:1:1:i0:o1:s0:g1,broadcast_to->"
+                 "2526234),Op(2526235:0:1:1:i2:o1:s0:g1,binary.multiply->2526236),Op(2526237:0:1:1:i1:o1:s0:g1,"
+                 "reduce.add->2526238),]")
+GRAPH_CORRUPTED = ("Wrong inputs arguments, Please refer to examples(help(jt.sync_all)).\n\n"
+                   f"Failed reason:{RED}[f 1205 03:38:36.148215 04 parallel_compiler.cc:331] Error happend during "
+                   f"compilation:\n [Error] source file location:{FUSED_SRC}\n"
+                   f"Compile fused operator(2/23)failed:{CORRUPTED_OPS}\n\n"
+                   f"Reason: {RED}[f 1205 03:38:36.141119 44:C3 op_compiler.cc:832] Check failed: member.size() <= "
+                   f"var_num  Something wrong... Could you please report this issue?\n{RESET}\n{RESET}")
+
 # A compiler command that failed with (almost) no output: Jittor says "return -1" and suggests
 # overcommit or memory, although nothing was allocated (log.cc:605).
 OVERCOMMIT = executor_report(RANDOM_SRC, "random",
@@ -207,6 +219,22 @@ def test_explain_leaves_other_errors_alone(tmp_path):
     with pytest.raises(KernelCompileFailed):
         with jittor_error_hints(args, "training"):
             raise RuntimeError(PARALLEL_FUSED)
+
+
+def test_a_corrupted_graph_is_told_apart_from_a_compiler_failure(tmp_path):
+    failure = compile_failure(GRAPH_CORRUPTED)
+    assert failure is not None and failure.graph_corrupted and failure.command == ""
+    assert failure.operator == "broadcast_to, binary.multiply, reduce.add"
+    assert not compile_failure(PARALLEL_FUSED).graph_corrupted
+    assert out_of_memory_cause(GRAPH_CORRUPTED) is None
+    with pytest.raises(KernelCompileFailed) as raised:
+        explain_jittor_error(RuntimeError(GRAPH_CORRUPTED), args_for(tmp_path), "training (iteration 0)")
+    message = str(raised.value)
+    assert message.startswith("Jittor could not write the kernel of the operators 'broadcast_to, binary.multiply, "
+                              "reduce.add': some of them had lost their inputs")
+    assert "python tools/patch_jittor.py" in message and "not a problem with the data, the flags or the compiler" in message
+    assert "cc_path" not in message
+    assert str(tmp_path / "log" / "scene_jittor_error.log") in message
 
 
 def test_report_falls_back_to_the_temp_folder(tmp_path, monkeypatch):

@@ -98,6 +98,7 @@ if [ "$SKIP_INSTALL" != 1 ]; then
   "$PYTHON" -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site_ref \
       .whl/original/* || stamp "installing the original's wheels failed"
   SITE=/tmp/site
+  "$PYTHON" tools/patch_jittor.py --site "$SITE" || { stamp "patching Jittor failed"; pack; exit 1; }
 fi
 # Nothing may be downloaded, and TensoRF needs none of cutt, nccl, cutlass, MPI or cuDNN
 # (conv_opt=1 makes Jittor set up only cuBLAS and cuRAND).

@@ -9,7 +9,11 @@ counts as out of memory.
 
 The report names the failing operator in one of two forms: the parallel compiler's
 "Compile operator(i/n)failed:Op(...,name->...)" with "source file location:", or the serial
-executor's "[OP TYPE]: name" with "[JIT Source]:". Plain text in, plain data out: this
+executor's "[OP TYPE]: name" with "[JIT Source]:". One failure is not the compiler's: Jittor
+checks, while it writes a fused kernel, that no operator has more variables in its source than
+in the graph ("member.size() <= var_num"), which fails when operators lost their inputs, a graph
+corrupted by the race between kernel tuners that tools/patch_jittor.py removes. Plain text in,
+plain data out: this
 module imports neither Jittor nor the package, so a tool can read a log with it alone.
 """
 from __future__ import annotations
@@ -23,6 +27,7 @@ _OPERATOR_PARALLEL = re.compile(r"Compile (?:fused )?operator\(\d+/\d+\)\s*faile
 _OPERATOR_SERIAL = re.compile(r"\[OP TYPE\]:\s*([^\n]+)")
 _OP_NAME = re.compile(r"Op\([^,()]*,([\w.]+)->")
 _SOURCE = re.compile(r"(?:source file location:|\[JIT Source\]:)\s*(\S+)")
+_GRAPH_CORRUPTED = "member.size() <= var_num"
 _COMPILE_MARKERS = ("Run cmd failed", "Error happend during compilation", "Compile operator(",
                     "Compile fused operator(")
 # Substrings (lower case) of what Jittor, CUDA and the C++ runtime say when an allocation fails.
@@ -39,8 +44,12 @@ class CompileFailure:
     command: str  # the compiler command that failed ('' if the report has none)
     exit_status: int | None  # the command's status as Jittor saw it (-1: failed with no output)
     cuda: bool
+    graph_corrupted: bool = False  # operators lost their inputs: Jittor's tuner race, not the compiler
 
     def summary(self) -> str:
+        if self.graph_corrupted:
+            return (f"Jittor could not write the kernel of the operators '{self.operator}': some of them had "
+                    "lost their inputs, a graph corrupted while kernels compiled in parallel.")
         compiler = "the CUDA compiler (nvcc)" if self.cuda else "the C++ compiler"
         status = self.exit_status
         if status == -1:
@@ -81,6 +90,7 @@ def compile_failure(text: str) -> CompileFailure | None:
         command=command_text,
         exit_status=int(next(g for g in status.groups() if g is not None)) if status else None,
         cuda="nvcc" in command_text or "JIT_cuda" in source_text or source_text.endswith(".cu"),
+        graph_corrupted=_GRAPH_CORRUPTED in text,
     )
 
 
