@@ -25,6 +25,8 @@ def test_the_tuners_are_locked_once_and_the_patch_is_idempotent():
     closing = patched.index("    }\n", lock)
     assert all(lock < position < closing for position in tuners)
     assert patch_jittor.patched_text(patched) == patched
+    assert patch_jittor.original_text(patched) == PRISTINE
+    assert patch_jittor.original_text(PRISTINE) == PRISTINE
 
 
 def test_another_jittors_source_is_refused_with_the_version_to_install():
@@ -51,6 +53,9 @@ def test_the_command_line_patches_checks_and_reports_a_missing_jittor(tmp_path):
     assert first.stdout.strip().endswith(": patched") and second.stdout.strip().endswith(": already patched")
     assert run("--check").returncode == 0
     assert patch_jittor.is_patched(source.read_text())
+    reverted = run("--revert")
+    assert reverted.returncode == 0 and reverted.stdout.strip().endswith(": reverted")
+    assert source.read_text() == PRISTINE and run("--check").returncode == 1
     missing = subprocess.run([*tool[:2], "--site", str(tmp_path / "nowhere")], capture_output=True, text=True,
                              timeout=60)
     assert missing.returncode == 2

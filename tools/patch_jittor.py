@@ -17,7 +17,7 @@ out as before. Run it after installing Jittor and before its first import (which
 Jittor's core from these sources); ``make install`` does. It changes nothing when the mutex is
 already there, and refuses a Jittor whose source does not read as 1.3.11's.
 
-    python tools/patch_jittor.py [--check]
+    python tools/patch_jittor.py [--check | --revert]
 """
 from __future__ import annotations
 
@@ -80,11 +80,21 @@ def patched_text(text: str) -> str:
     return text.replace(TUNERS, LOCKED_TUNERS)
 
 
-def apply(site: Path | None = None) -> tuple[Path, bool]:
-    """Patch the installed Jittor; return the file and whether it changed."""
+def original_text(text: str) -> str:
+    """``text`` of a patched ``tuner_manager.cc`` as Jittor ships it."""
+    if not is_patched(text):
+        return text
+    if text.count(LOCKED_TUNERS) != 1:
+        raise PatchError("tuner_manager.cc holds the patch's marker but not its code; reinstall jittor==1.3.11.")
+    return text.replace(LOCKED_TUNERS, TUNERS).replace(INCLUDE_ANCHOR + "#include <mutex>\n", INCLUDE_ANCHOR)
+
+
+def apply(site: Path | None = None, revert: bool = False) -> tuple[Path, bool]:
+    """Patch the installed Jittor (or, with ``revert``, restore its source); return the file and
+    whether it changed. Jittor rebuilds the changed file into its core at its next import."""
     source = jittor_source(site)
     text = source.read_text(encoding="utf-8")
-    new_text = patched_text(text)
+    new_text = original_text(text) if revert else patched_text(text)
     if new_text == text:
         return source, False
     scratch = source.with_suffix(".cc.tensorf_jt_tmp")
@@ -95,7 +105,9 @@ def apply(site: Path | None = None) -> tuple[Path, bool]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="only say whether the installed Jittor is patched")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--check", action="store_true", help="only say whether the installed Jittor is patched")
+    action.add_argument("--revert", action="store_true", help="restore the source as Jittor ships it")
     parser.add_argument("--site", type=Path, default=None, help="site-packages folder holding jittor/")
     args = parser.parse_args(argv)
     try:
@@ -104,11 +116,12 @@ def main(argv: list[str] | None = None) -> int:
             patched = is_patched(source.read_text(encoding="utf-8"))
             print(f"{source}: {'patched' if patched else 'not patched'}")
             return 0 if patched else 1
-        source, changed = apply(args.site)
+        source, changed = apply(args.site, args.revert)
     except (PatchError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"{source}: {'patched' if changed else 'already patched'}")
+    done, unchanged = ("reverted", "not patched") if args.revert else ("patched", "already patched")
+    print(f"{source}: {done if changed else unchanged}")
     return 0
 
 
