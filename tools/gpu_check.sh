@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA check, on a GPU machine (the `device` tool), in one call of at most ~9 minutes:
 #
-#   1. installs Jittor from carried packages (adapted to CUDA 13 by tools/jittor_cuda13.sh) and
+#   1. installs Jittor from carried packages (tuners patched by tools/patch_jittor.py, adapted to
+#      CUDA 13 by tools/jittor_cuda13.sh) and
 #      the wheels the original TensoRF lacks there, and renders lego's scale of the built-in
 #      scene (800x800, 100 training + 4 test views, tools/make_scene.py, in 16 processes)
 #      while Jittor compiles its core (or restores the cache an earlier call returned);
