@@ -7,9 +7,10 @@ tuners swap in an MKL / cuBLAS / cuDNN operator: they create the operator and re
 edges (``VarRelayManager::add_relay_group``), with no lock. A training step's first compile
 holds several such products that share a variable (a layer's forward product and its input
 gradient both read the weight), so two workers can edit one variable's edge list at once.
-Operators that lost their inputs that way, on a cold kernel cache and at random, fail with
-``Compile fused operator ... [broadcast_to (no inputs), broadcast_to (no inputs), multiply,
-sum] ... Check failed: member.size() <= var_num``, and every later sync fails the same way.
+That race fits a failure seen at random on a cold kernel cache, where a fused product's
+operators had lost their inputs: ``Compile fused operator ... [broadcast_to (no inputs),
+broadcast_to (no inputs), multiply, sum] ... Check failed: member.size() <= var_num``, after
+which every sync fails the same way.
 
 The patch holds one mutex around the tuners in ``TunerManager::tune``. The tuners only edit
 the graph and pick loop options; the compilers still run in parallel, and every kernel comes
