@@ -51,13 +51,13 @@ def raise_if_compile_failed(err: BaseException, config: RunConfig | None) -> Non
     if failure is None:
         return
     path = save_error_report(config, str(err))
+    report = "Jittor's full report" + ("" if failure.graph_corrupted else ", with the compiler command,")
+    where = f"{report} is in '{path}'" if path else "Jittor's report is above"
     if failure.graph_corrupted:
-        where = f"Jittor's full report is in '{path}'" if path else "Jittor's report is above"
         raise KernelCompileFailed(
             f"{failure.summary()} {where}. This is most likely a race between the kernel tuners of an unpatched Jittor "
             "1.3.11, not a problem with the data, the flags or the compiler: run `python tools/patch_jittor.py` "
             "in this checkout (make install does), then start again.") from None
-    where = f"Jittor's full report, with the compiler command, is in '{path}'" if path else "Jittor's report is above"
     raise KernelCompileFailed(
         f"{failure.summary()} {where}; rerun with --verbose to see every operator Jittor compiles and the "
         "compiler's own output. Nothing is wrong with the data or the flags: check that the compiler "
