@@ -8,15 +8,12 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test test-fast install clean-demo
 
 demo: $(STAMP)
-	@$(PY) tools/patch_jittor.py > /dev/null
 	$(PY) train.py --config configs/demo.txt
 
 test: $(STAMP)
-	@$(PY) tools/patch_jittor.py > /dev/null
 	$(PY) -m pytest -q --durations=30 tests
 
 test-fast: $(STAMP)
-	@$(PY) tools/patch_jittor.py > /dev/null
 	$(PY) -m pytest -q -m "not slow" tests
 
 install: $(STAMP)
@@ -28,9 +25,6 @@ $(STAMP): pyproject.toml
 	@# leaves byte-compiling to Python's first import (--no-compile), keeping the CPU for Jittor.
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile \
 		$$(sed -n 's/^ *"\(jittor[a-z-]*==[0-9.]*\)".*/\1/p' pyproject.toml)
-	@# Before Jittor's first import builds its core: its kernel tuners, one compile thread at a
-	@# time (tools/patch_jittor.py says why). demo and test check it again, for older venvs.
-	$(PY) tools/patch_jittor.py
 	@# Jittor compiles its core on first import. A stale cache makes it print "please rerun" and
 	@# exit 0 without running anything, so look for a marker and retry. The venv's own pip (23.x
 	@# with Python 3.11) installs pyproject projects editable; an upgrade would only cost time.

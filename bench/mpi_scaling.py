@@ -42,8 +42,8 @@ def lego_model_parameters(voxels_per_side: int) -> int:
     from tensorf_jt.models import MODELS
     model = MODELS["TensorVMSplit"](np.array([[-1.5] * 3, [1.5] * 3]), [voxels_per_side] * 3,
                                     density_n_comp=[16] * 3, appearance_n_comp=[48] * 3, app_dim=27,
-                                    near_far=[2.0, 6.0], shadingMode="MLP_Fea", view_pe=2, fea_pe=2,
-                                    featureC=128, fea2denseAct="softplus")
+                                    shadingMode="MLP_Fea", view_pe=2, fea_pe=2, featureC=128,
+                                    fea2denseAct="softplus")
     return sum(int(np.prod(var.shape)) for var in model.parameters())
 
 

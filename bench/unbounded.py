@@ -7,10 +7,10 @@ Each mode trains in its own ``train.py`` process, one after the other, with the 
 ``--unbounded``. The scene is the built-in room, generated at ``--size`` pixels with
 ``--views`` training views, or ``--datadir`` (an own_data folder, e.g. a converted COLMAP
 capture). Flags after ``--`` go to every run. ``--modes`` picks the modes to run, and each
-``--variant NAME "FLAGS"`` adds a run of the unbounded mode with FLAGS added (the per-view
-corrections, say), reported under NAME.
+``--variant NAME "FLAGS"`` adds a run of the unbounded mode with FLAGS added (e.g.
+``--importance_samples 32``), reported under NAME.
 
-    python bench/unbounded.py --size 48 --views 24 --picture docs/unbounded_room.png -- --n_iters 1000 \\
+    python bench/unbounded.py --size 48 --views 24 --picture bench/out/unbounded_room.png -- --n_iters 1000 \\
         --batch_size 1024 --N_voxel_init 32768 --N_voxel_final 262144 --upsamp_list 100 --upsamp_list 200 \\
         --update_AlphaMask_list 200 --update_AlphaMask_list 500
 """

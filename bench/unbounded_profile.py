@@ -17,7 +17,7 @@ those, so their count drives the shading stage and most of the backward pass. Wi
 ``--test_metrics`` each run also renders its test views once trained, and reports their
 metrics, so that one training per run gives both its quality and its step time.
 
-    python bench/unbounded_profile.py --iters 600 --variant roulette "--shading_roulette 0.01"
+    python bench/unbounded_profile.py --iters 600 --variant imp32 "--importance_samples 32"
 """
 from __future__ import annotations
 
@@ -81,28 +81,29 @@ def profiled(trainer, steps: int) -> dict:
 
     counts = {"shaded": 0, "shaded_in_foreground": 0}
     packed_weights = compositing.packed_weights
-    model = trainer.model
-    shade = model.shade
+    model, field = trainer.model, trainer.model.field
+    shade = field.shade
+    unbounded = not model.sampler.model_space_is_world
 
     def counting(sigma, dist, offsets):
         counts["kept"] = int(sigma.shape[0])
         return packed_weights(sigma, dist, offsets)
 
-    def counting_shade(points, viewdirs, codes=None):
+    def counting_shade(points, viewdirs):
         counts["shaded"] += int(points.shape[0])
         # Grid coordinates in [-1, 1]; the foreground box is the middle half of an unbounded grid.
         counts["shaded_in_foreground"] += int((points.abs().max(-1) <= 0.5).sum().item())
-        return shade(points, viewdirs, codes)
+        return shade(points, viewdirs)
 
-    compositing.packed_weights, model.shade = counting, counting_shade
+    compositing.packed_weights, field.shade = counting, counting_shade
     try:
         trainer.train_step()
     finally:
         compositing.packed_weights = packed_weights
-        del model.shade
+        del field.shade
     jt.sync_all()
     return {"grid": list(model.gridSize), "samples_kept": counts["kept"], "samples_shaded": counts["shaded"],
-            "shaded_in_foreground": counts["shaded_in_foreground"] if model.unbounded else None,
+            "shaded_in_foreground": counts["shaded_in_foreground"] if unbounded else None,
             "profiled_step_ms": round(1000 * wall / steps, 1),
             "stages_ms": {name: round(1000 * seconds / steps, 1) for name, seconds in stages.items()}}
 

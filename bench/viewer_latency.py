@@ -117,7 +117,7 @@ def checkpoint_latency(ckpt: str, moves: int, screenshot: str | None, viewport: 
 
 def training_seconds_per_iter(config_file: str, iters: int, mode: str, basedir: str,
                               query: str = "") -> tuple[float, float, float]:
-    from tensorf_jt.training.trainer import train
+    from tensorf_jt.training.run import train
 
     flags = ["--config", config_file, "--n_iters", str(iters), "--render_test", "0", "--N_vis", "0",
              "--basedir", basedir, "--expname", mode, "--save_every", "0", "--tensorboard", "0"]

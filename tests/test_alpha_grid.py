@@ -50,8 +50,8 @@ def test_update_alpha_mask_finds_dense_region_and_warns_when_empty():
     model = tiny_model(grid=(12, 12, 12), density_shift=0.0)
     with pytest.warns(UserWarning, match="alpha mask is empty"):
         empty = tiny_model(grid=(12, 12, 12), density_shift=-60.0)
-        assert empty.updateAlphaMask((12, 12, 12)) is None
+        assert empty.update_alpha_mask((12, 12, 12)) is None
     assert empty.alphaMask is None
-    bounds = model.updateAlphaMask((12, 12, 12))
+    bounds = model.update_alpha_mask((12, 12, 12))
     assert bounds.shape == (2, 3) and np.all(bounds[0] <= bounds[1])
     assert model.alphaMask is not None and 0 < model.alphaMask.occupied_fraction() <= 1

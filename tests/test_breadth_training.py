@@ -9,7 +9,8 @@ import fake_datasets
 from tensorf_jt.config import load_run_config
 from tensorf_jt.models import MODELS
 from tensorf_jt.models.shading import SHADING_MODES
-from tensorf_jt.training.trainer import Trainer, train
+from tensorf_jt.training.run import train
+from tensorf_jt.training.trainer import Trainer
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 TINY = ["--n_iters", "3", "--batch_size", "256", "--N_voxel_init", "4096", "--N_voxel_final", "8000",

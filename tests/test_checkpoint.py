@@ -24,8 +24,8 @@ def all_leaves(obj):
 @pytest.fixture
 def trained(tmp_path):
     model = tiny_model(grid=(10, 10, 10), density_shift=-1.0)
-    model.upsample_volume_grid([12, 11, 10])
-    model.shrink(model.updateAlphaMask((12, 11, 10)))
+    model.upsample([12, 11, 10])
+    model.shrink(model.update_alpha_mask((12, 11, 10)))
     path = save_checkpoint(model, str(tmp_path / "run" / "run.th"), train_args={"datadir": "x", "seed": 3})
     return model, path
 
@@ -38,16 +38,15 @@ def test_round_trip_restores_vars_and_identical_renders(trained):
     assert raw["model_name"] == "TensorVMSplit" and raw["train_args"]["seed"] == 3
     loaded, _ = load_checkpoint(path)
     assert loaded.gridSize == model.gridSize
-    np.testing.assert_array_equal(loaded.aabb, model.aabb)
-    for name, var in loaded.state_dict().items():
+    np.testing.assert_array_equal(loaded.field.aabb, model.field.aabb)
+    for name, var in loaded.field.state_dict().items():
         assert isinstance(var, jt.Var) and not var.is_stop_grad(), name
-        np.testing.assert_array_equal(var.numpy(), model.state_dict()[name].numpy())
+        np.testing.assert_array_equal(var.numpy(), model.field.state_dict()[name].numpy())
     np.testing.assert_array_equal(loaded.alphaMask.alpha_volume.numpy(), model.alphaMask.alpha_volume.numpy())
     rays = jt.array(rays_towards_box(128))
-    expected_rgb, expected_depth = model(rays)
-    rgb, depth = loaded(rays)
-    np.testing.assert_array_equal(rgb.numpy(), expected_rgb.numpy())
-    np.testing.assert_array_equal(depth.numpy(), expected_depth.numpy())
+    expected, got = model(rays), loaded(rays)
+    np.testing.assert_array_equal(got.rgb.numpy(), expected.rgb.numpy())
+    np.testing.assert_array_equal(got.depth.numpy(), expected.depth.numpy())
 
 
 def test_save_is_atomic_and_keeps_no_temporary_files(trained, tmp_path):

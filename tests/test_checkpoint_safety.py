@@ -96,7 +96,7 @@ def written(tmp_path, ckpt) -> str:
 @pytest.fixture
 def good():
     model = tiny_model(grid=(8, 8, 8), density_shift=-1.0)
-    model.updateAlphaMask((8, 8, 8))
+    model.update_alpha_mask((8, 8, 8))
     return checkpoint_dict(model)
 
 

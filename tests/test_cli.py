@@ -18,7 +18,6 @@ from tensorf_jt.formats.checkpoint import save_checkpoint
 from tensorf_jt.cli.render import main as render_main
 from tensorf_jt.cli.train import main as train_main
 from tensorf_jt.dataLoader import BlenderDataset, LLFFDataset
-from tensorf_jt.models import TensorCP
 
 
 def assert_clean_failure(result, *fragments):
@@ -160,8 +159,7 @@ def test_a_checkpoint_renders_as_the_model_it_records_whatever_model_name_says(t
     """The reference's issue #11: a TensorCP checkpoint with --model_name TensorVMSplit. The
     checkpoint names its model, so it just works (and a resumed run refuses another model_name:
     tests/test_resume.py)."""
-    model = TensorCP(tiny_model().aabb, [8, 8, 8], density_n_comp=[4], appearance_n_comp=[6], app_dim=5,
-                     shadingMode="MLP_Fea", view_pe=2, fea_pe=2, featureC=8)
+    model = tiny_model((8, 8, 8), model_name="TensorCP", density_n_comp=[4], appearance_n_comp=[6], step_ratio=2.0)
     checkpoint = save_checkpoint(model, str(tmp_path / "cp.th"),
                                  train_args={"dataset_name": "blender", "datadir": tiny_scene})
     status = render_main(["--ckpt", checkpoint, "--model_name", "TensorVMSplit"])

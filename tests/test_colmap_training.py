@@ -15,7 +15,7 @@ import pytest
 
 import synthetic_capture as capture_lib
 from tensorf_jt.config import load_run_config
-from tensorf_jt.training.trainer import train
+from tensorf_jt.training.run import train
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 import colmap_to_transforms  # noqa: E402

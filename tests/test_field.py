@@ -3,6 +3,10 @@ import numpy as np
 import jittor as jt
 
 from model_factory import tiny_model
+
+
+def tiny_field(grid=(8, 9, 10), **settings):
+    return tiny_model(grid, **settings).field
 from numpy_reference import bilinear, linear, resize_align_corners
 
 
@@ -21,7 +25,7 @@ def np_products(model, planes, lines, points):
 
 
 def test_density_and_appearance_features_match_numpy():
-    model = tiny_model()
+    model = tiny_field()
     points = np.random.default_rng(0).uniform(-1.05, 1.05, (64, 3)).astype(np.float32)
     density = model.compute_densityfeature(jt.array(points)).numpy()
     expected_density = np_products(model, model.density_plane, model.density_line, points).sum(1)
@@ -33,7 +37,7 @@ def test_density_and_appearance_features_match_numpy():
 
 
 def test_parameter_layout_follows_the_reference():
-    model = tiny_model(grid=(8, 9, 10))
+    model = tiny_field(grid=(8, 9, 10))
     # plane i spans matMode[i] = (w axis, h axis); line i runs along vecMode[i]
     assert tuple(model.density_plane[0].shape) == (1, 2, 9, 8)
     assert tuple(model.density_plane[1].shape) == (1, 3, 10, 8)
@@ -46,13 +50,13 @@ def test_parameter_layout_follows_the_reference():
 
 
 def test_step_size_and_sample_count():
-    model = tiny_model(grid=(11, 11, 11))
-    assert np.isclose(model.stepSize, 0.5 * 3.0 / 10)
-    assert model.nSamples == int(np.sqrt(27.0) / 0.15) + 1
+    sampler = tiny_model(grid=(11, 11, 11)).sampler
+    assert np.isclose(sampler.step_size, 0.5 * 3.0 / 10)
+    assert sampler.n_samples == int(np.sqrt(27.0) / 0.15) + 1
 
 
 def test_upsampling_is_bilinear_with_aligned_corners():
-    model = tiny_model(grid=(4, 5, 6))
+    model = tiny_field(grid=(4, 5, 6))
     before_plane = model.app_plane[1].numpy()[0]
     before_line = model.density_line[0].numpy()[0]
     model.upsample_volume_grid([7, 9, 11])
@@ -62,7 +66,7 @@ def test_upsampling_is_bilinear_with_aligned_corners():
 
 
 def test_shrink_crops_to_voxel_aligned_box():
-    model = tiny_model(grid=(10, 10, 10))
+    model = tiny_field(grid=(10, 10, 10))
     voxel = 3.0 / 9
     top_left, bottom_right = np.array([3, 2, 4]), np.array([6, 8, 9])
     new_aabb = np.stack([-1.5 + top_left * voxel, -1.5 + bottom_right * voxel]).astype(np.float32)
@@ -75,7 +79,7 @@ def test_shrink_crops_to_voxel_aligned_box():
 
 
 def test_regularisers_match_numpy():
-    model = tiny_model()
+    model = tiny_field()
     planes = [p.numpy() for p in model.density_plane]
     lines = [l.numpy() for l in model.density_line]
     l1 = sum(np.abs(p).mean() + np.abs(l).mean() for p, l in zip(planes, lines))
@@ -97,11 +101,11 @@ def test_regularisers_match_numpy():
 
 
 def test_shrink_to_a_flat_region_keeps_two_voxels():
-    model = tiny_model(grid=(10, 10, 10))
     voxel = 3.0 / 9
     flat = np.array([[-1.5 + 2 * voxel, -1.5 + 3 * voxel, -1.5 + 9 * voxel],
                      [-1.5 + 5 * voxel, -1.5 + 6 * voxel, -1.5 + 9 * voxel]], np.float32)  # z: one layer, at the top
-    model.shrink(flat)
-    assert model.gridSize == [4, 4, 2]
-    np.testing.assert_allclose(model.aabb[:, 2], [-1.5 + 8 * voxel, 1.5], atol=1e-6)
-    assert np.isfinite(model.stepSize) and model.stepSize > 0
+    scene = tiny_model(grid=(10, 10, 10))
+    scene.shrink(flat)
+    assert scene.gridSize == [4, 4, 2]
+    np.testing.assert_allclose(scene.field.aabb[:, 2], [-1.5 + 8 * voxel, 1.5], atol=1e-6)
+    assert np.isfinite(scene.sampler.step_size) and scene.sampler.step_size > 0

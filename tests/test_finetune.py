@@ -50,10 +50,10 @@ def test_training_continues_from_a_checkpoint_of_the_original(tiny_scene, tmp_pa
     def record_first_step(self):
         if not first_step:
             with jt.no_grad():
-                rgb, _ = self.model(jt.array(expected["rays"]), white_bg=bool(expected["white_bg"]), is_train=False)
+                rgb = self.model(jt.array(expected["rays"]), white_bg=bool(expected["white_bg"])).rgb
             first_step.update(
                 model=self.model, rgb=rgb.numpy(), lrs=[group["lr"] for group in self.optimizer.param_groups],
-                state={key: var.numpy() for key, var in self.model.state_dict().items()})
+                state={key: var.numpy() for key, var in self.model.field.state_dict().items()})
         return step(self)
 
     monkeypatch.setattr(Trainer, "train_step", record_first_step)
@@ -61,11 +61,11 @@ def test_training_continues_from_a_checkpoint_of_the_original(tiny_scene, tmp_pa
 
     # The first step starts from the checkpoint's tensors, alpha mask and box, with a new Adam at lr_init.
     model = first_step["model"]
-    assert type(model).__name__ == original["model_name"]
+    assert model.model_name == original["model_name"]
     assert first_step["state"].keys() == original["state_dict"].keys()
     for key, value in original["state_dict"].items():
         np.testing.assert_array_equal(first_step["state"][key], value, err_msg=key)
-    np.testing.assert_array_equal(np.asarray(model.aabb), original["kwargs"]["aabb"])
+    np.testing.assert_array_equal(np.asarray(model.field.aabb), original["kwargs"]["aabb"])
     assert model.alphaMask is not None and model.alphaMask.grid_size == list(original["alphaMask.shape"][::-1][:3])
     assert np.abs(first_step["rgb"] - expected["rgb_map"]).max() <= 1e-4, "renders as the original did"
     assert first_step["lrs"][0] == pytest.approx(0.02) and first_step["lrs"][-1] == pytest.approx(1e-3)

@@ -233,6 +233,7 @@ def test_a_corrupted_graph_is_told_apart_from_a_compiler_failure(tmp_path):
     assert message.startswith("Jittor could not write the kernel of the operators 'broadcast_to, binary.multiply, "
                               "reduce.add': some of them had lost their inputs")
     assert "python tools/patch_jittor.py" in message and "not a problem with the data, the flags or the compiler" in message
+    assert "use_parallel_op_compiler=0" in message
     assert "cc_path" not in message
     assert str(tmp_path / "log" / "scene_jittor_error.log") in message
 

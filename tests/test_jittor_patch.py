@@ -1,14 +1,10 @@
-"""tools/patch_jittor.py: Jittor's kernel tuners under one mutex, in the source and in the core
-this process runs; and the parallel op compiler still builds tuned products correctly."""
+"""tools/patch_jittor.py, the opt-in patch that runs Jittor's kernel tuners under one mutex: the
+edit of the source text, its idempotence and revert, its refusal of another Jittor, and the
+command line on a copy of the file (the installed Jittor is not touched)."""
 import subprocess
 import sys
-import time
-from pathlib import Path
 
-import numpy as np
-import jittor as jt
-
-from conftest import REPO_ROOT, run_python
+from conftest import REPO_ROOT
 from tools import patch_jittor
 
 PRISTINE = ("#include \"opt/tuner/matmul_tuner.h\"\n" + patch_jittor.INCLUDE_ANCHOR + "\nnamespace jittor {\n"
@@ -60,44 +56,3 @@ def test_the_command_line_patches_checks_and_reports_a_missing_jittor(tmp_path):
                              timeout=60)
     assert missing.returncode == 2
     assert missing.stderr.startswith("error: ") and "tuner_manager.cc' does not exist" in missing.stderr
-
-
-def test_the_running_jittor_core_was_built_from_the_patched_source():
-    assert patch_jittor.is_patched(patch_jittor.jittor_source().read_text(encoding="utf-8"))
-    cores = list(Path(jt.compiler.cache_path).glob("jittor_core*.so"))
-    assert cores, jt.compiler.cache_path
-    assert all(b"tuner_mutex" in core.read_bytes() for core in cores)
-
-
-PRODUCTS = '''
-import sys, time
-import numpy as np
-import tensorf_jt.runtime
-import jittor as jt
-tensorf_jt.runtime.setup()
-jt.flags.cc_flags = jt.flags.cc_flags + f" -DTENSORF_JT_TEST_NONCE={time.time_ns()} "
-rng = np.random.default_rng(0)
-weight = rng.standard_normal((12, 12)).astype(np.float32)
-shared = jt.array(weight)
-outs, expected = [], []
-for i, name in enumerate(["exp", "sin", "cos", "tanh", "abs", "floor"]):
-    x = rng.standard_normal((8 + i, 12)).astype(np.float32)
-    for transposed in (False, True):
-        product = jt.matmul(jt.array(x), shared.transpose() if transposed else shared) * 0.1
-        outs.append(getattr(jt, name)(product))
-        expected.append(getattr(np, name)((x @ (weight.T if transposed else weight)) * 0.1))
-jt.sync(outs)
-assert all(np.allclose(o.numpy(), e, rtol=1e-4, atol=1e-4) for o, e in zip(outs, expected))
-print("PRODUCTS_OK")
-'''
-
-
-def test_a_batch_of_tuned_products_sharing_a_weight_compiles_in_parallel(tmp_path):
-    """Twelve products of one weight, each kernel new (a nonce in the flags), compiled by the
-    parallel op compiler with their matmul tuners taking turns."""
-    script = tmp_path / "products.py"
-    script.write_text(PRODUCTS)
-    started = time.time()
-    result = run_python([str(script)], timeout=300)
-    assert result.returncode == 0 and "PRODUCTS_OK" in result.stdout, result.stderr[-3000:]
-    assert time.time() - started < 120

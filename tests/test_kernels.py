@@ -48,7 +48,7 @@ def both_paths(compute, *users):
 
 @pytest.mark.parametrize("density_mode", [True, False])
 def test_vm_features_and_gradients_match(density_mode):
-    model = tiny_model(grid=(13, 11, 9))
+    model = tiny_model(grid=(13, 11, 9)).field
     points = np.random.default_rng(1).uniform(-1.3, 1.3, (500, 3)).astype(np.float32)  # some outside
     upstream = np.random.default_rng(2).normal(size=(500,) if density_mode else (500, 8)).astype(np.float32)
     planes = model.density_plane if density_mode else model.app_plane
@@ -99,12 +99,12 @@ def test_cp_features_and_gradients_match(density_mode):
 
 
 def test_appearance_features_match_and_empty_inputs_work():
-    model = tiny_model()
+    model = tiny_model().field
     points = jt.array(np.random.default_rng(3).uniform(-1, 1, (64, 3)).astype(np.float32))
     fused, reference = both_paths(lambda fused: model.compute_appfeature(points).numpy(), model)
     assert_close(fused, reference, 1e-5, "appearance features")
     empty = jt.zeros((0, 3), dtype="float32")
-    model.kernels = "fused"
+    model.fused = True
     assert tuple(model.compute_densityfeature(empty).shape) == (0,)
     assert tuple(model.compute_appfeature(empty).shape) == (0, 5)
 
@@ -182,13 +182,13 @@ def test_encoded_mlp_input_matches_concatenation(shader):
 
 def test_whole_render_and_parameter_gradients_match():
     model = tiny_model(grid=(14, 13, 12), density_shift=-2.0)
-    model.shrink(model.updateAlphaMask((14, 13, 12)))
+    model.shrink(model.update_alpha_mask((14, 13, 12)))
     rays = jt.array(rays_towards_box(256, seed=8))
 
     def compute(fused):
-        rgb, depth = model(rays, white_bg=True, is_train=False)
-        grads = jt.grad(jt.sqr(rgb - 0.3).mean(), list(model.state_dict().values()))
-        return rgb.numpy(), depth.numpy(), [g.numpy() for g in grads]
+        output = model(rays, white_bg=True)
+        grads = jt.grad(jt.sqr(output.rgb - 0.3).mean(), list(model.field.state_dict().values()))
+        return output.rgb.numpy(), output.depth.numpy(), [g.numpy() for g in grads]
 
     (rgb_f, depth_f, grads_f), (rgb_r, depth_r, grads_r) = both_paths(compute, model)
     assert_close(rgb_f, rgb_r, 1e-5, "rgb")
@@ -199,7 +199,7 @@ def test_whole_render_and_parameter_gradients_match():
     # itself too: perturbing its density planes by 1e-7 (relative) moves them by 1e-5.
     # Measured here: density gradients differ by up to 1.2e-4, all others by 1e-6; the kernels
     # on their own meet 1e-4 (tests above).
-    for name, g_f, g_r in zip(model.state_dict(), grads_f, grads_r):
+    for name, g_f, g_r in zip(model.field.state_dict(), grads_f, grads_r):
         assert_close(g_f, g_r, 5e-4 if name.startswith("density") else 1e-4, f"gradient of {name}")
 
 
@@ -217,13 +217,13 @@ def test_two_models_with_different_kernels_live_in_one_process(tmp_path):
 
     fused = tiny_model(grid=(10, 10, 10), density_shift=-2.0)
     reference = tiny_model(grid=(10, 10, 10), density_shift=-2.0, kernels="reference")
-    load_state(reference, fused.state_dict())
+    load_state(reference, fused.field.state_dict())
     assert (fused.kernels, reference.kernels) == ("fused", "reference")
-    assert fused.renderModule.fused and not reference.renderModule.fused
+    assert fused.field.renderModule.fused and not reference.field.renderModule.fused
     rays = jt.array(rays_towards_box(64, seed=3))
-    assert_close(reference(rays)[0].numpy(), fused(rays)[0].numpy(), 1e-5, "rgb")
+    assert_close(reference(rays).rgb.numpy(), fused(rays).rgb.numpy(), 1e-5, "rgb")
     loaded, raw = load_checkpoint(save_checkpoint(reference, str(tmp_path / "reference.th")))
-    assert raw["kernels"] == "reference" and loaded.kernels == "reference" and not loaded.renderModule.fused
+    assert raw["kernels"] == "reference" and loaded.kernels == "reference" and not loaded.field.renderModule.fused
 
 
 def _nvcc() -> str | None:

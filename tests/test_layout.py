@@ -8,7 +8,7 @@ import jittor as jt
 
 from model_factory import tiny_model
 from tensorf_jt.kernels import layout
-from tensorf_jt.models import TensorCP, tensor_cp, tensor_vm
+from tensorf_jt.models import tensor_cp, tensor_vm
 
 
 @pytest.mark.parametrize("axes", [(1, 0), (1, 2, 0), (2, 1, 0), (0, 2, 1), (2, 0, 3, 1)])
@@ -43,9 +43,8 @@ def test_a_bad_permutation_is_refused():
 @pytest.mark.parametrize("density_mode", [True, False])
 def test_vm_and_cp_fields_are_unchanged_by_the_device_path(monkeypatch, density_mode):
     points = jt.array(np.random.default_rng(3).uniform(-1.3, 1.3, (300, 3)).astype(np.float32))
-    models = [tiny_model(grid=(13, 11, 9)),
-              TensorCP(np.array([[-1.5] * 3, [1.5] * 3], np.float32), [13, 11, 9], density_n_comp=[6],
-                       appearance_n_comp=[6], app_dim=5, shadingMode="MLP_Fea", view_pe=2, fea_pe=2, featureC=8)]
+    models = [tiny_model(grid=(13, 11, 9)).field,
+              tiny_model(grid=(13, 11, 9), model_name="TensorCP", density_n_comp=[6], appearance_n_comp=[6]).field]
     for model in models:
         params = [p for p in model.parameters() if p.requires_grad]
 

@@ -81,7 +81,7 @@ def test_the_sampler_draws_the_same_batches_after_the_same_filtering(scenes, gol
         np.testing.assert_array_equal(rgbs.numpy(), golden[f"batch{k}_rgbs"])
     volume = np.zeros((14, 15, 16), np.float32)
     volume[4:10, 3:9, 2:7] = 1.0
-    model.alphaMask = AlphaGridMask(model._aabb_var.clone(), jt.array(volume))
+    model.field.alphaMask = AlphaGridMask(jt.array(model.field.aabb), jt.array(volume))
     for path in kernels.KERNELS:
         model.kernels = path
         kept = filtering_ray_ids(model, views, rows, bbox_only=False, chunk=1000)

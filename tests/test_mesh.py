@@ -61,20 +61,21 @@ def box_model():
     """A tiny model whose density is high exactly on the grid points of BOX and ~0 elsewhere,
     and whose colour is sigmoid(8 * viewdir): red, green, blue tell the view direction."""
     model = tiny_model(GRID)  # MLP_Fea shading
+    field = model.field
     inside = [np.zeros(n, np.float32) for n in GRID]
     for axis, (lo, hi) in enumerate(BOX):
         inside[axis][lo:hi + 1] = 1.0
-    for tensor in [*model.density_plane, *model.density_line]:
+    for tensor in [*field.density_plane, *field.density_line]:
         tensor.update(jt.zeros(tensor.shape))
-    plane = np.zeros(model.density_plane[0].shape, np.float32)
+    plane = np.zeros(field.density_plane[0].shape, np.float32)
     plane[0, 0] = inside[1][:, None] * inside[0][None, :]  # plane 0 spans (x, y): rows y, columns x
-    line = np.zeros(model.density_line[0].shape, np.float32)
+    line = np.zeros(field.density_line[0].shape, np.float32)
     line[0, 0, :, 0] = 200.0 * inside[2]  # its line runs along z
-    model.density_plane[0].update(jt.array(plane))
-    model.density_line[0].update(jt.array(line))
+    field.density_plane[0].update(jt.array(plane))
+    field.density_line[0].update(jt.array(line))
 
-    mlp = model.renderModule.mlp
-    n_in, viewdir_column = mlp[0].weight.shape[1], model.app_dim  # input row: features, viewdirs, ...
+    mlp = field.renderModule.mlp
+    n_in, viewdir_column = mlp[0].weight.shape[1], field.app_dim  # input row: features, viewdirs, ...
     first, middle, last = np.zeros((8, n_in)), np.eye(8), np.zeros((3, 8))
     for k in range(3):
         first[2 * k, viewdir_column + k], first[2 * k + 1, viewdir_column + k] = 1.0, -1.0
@@ -110,7 +111,7 @@ def test_sphere_on_unequal_voxels_has_world_space_normals():
     axes = [np.linspace(AABB[0, a], AABB[1, a], n) for a, n in enumerate((20, 30, 40))]
     points = np.stack(np.meshgrid(*axes, indexing="ij"), -1)
     alpha = (1.2 - np.linalg.norm(points, axis=-1)).astype(np.float32)
-    model.getDenseAlpha = lambda: (jt.array(alpha), jt.array(points))
+    model.dense_alpha = lambda box: jt.array(alpha)
     vertices, _, normals = extract_surface(model)
     radius = np.linalg.norm(vertices, axis=1)
     np.testing.assert_allclose(radius, 1.2 - LEVEL, atol=0.01)

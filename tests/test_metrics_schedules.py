@@ -6,7 +6,8 @@ import numpy as np
 
 from tensorf_jt.config import load_run_config
 from tensorf_jt.evaluation.metrics import gaussian_kernel, mean_abs_depth_error, psnr, ssim
-from tensorf_jt.training.schedules import N_to_reso, TrainingSchedule, cal_n_samples, lr_decay_factor, voxel_counts
+from tensorf_jt.rendering.samplers import BoxSampler
+from tensorf_jt.training.schedules import N_to_reso, TrainingSchedule, lr_decay_factor, voxel_counts
 from tensorf_jt.evaluation.visualize import depth_to_rgb
 
 BOX = [[-1.5, -1.5, -1.5], [1.5, 1.5, 1.5]]
@@ -62,7 +63,7 @@ def test_resolutions_match_torch_exactly():
     assert N_to_reso(2097156, BOX) == [128, 128, 128]  # lego's N_voxel_init, 128**3 + 4
     mismatches = [c for c in TORCH_TABLE["N_to_reso"] if N_to_reso(c["n_voxels"], c["bbox"]) != c["reso"]]
     assert not mismatches, mismatches[:3]
-    assert cal_n_samples([128, 128, 128], 0.5) == 443
+    assert BoxSampler((2.0, 6.0), 0.5).samples_per_ray([128, 128, 128], 10 ** 6) == 443
 
 
 def test_voxel_counts_match_torch():
@@ -79,13 +80,14 @@ def test_voxel_counts_match_torch():
 def test_step_size_matches_torch():
     from model_factory import tiny_model
 
-    model = tiny_model()
+    field = tiny_model().field
     for case in TORCH_TABLE["step_size"]:
-        model.step_ratio = case["step_ratio"]
-        model.set_aabb(np.array(case["aabb"], np.float32))
-        model.update_stepSize(case["grid"])
-        assert np.float32(model.stepSize) == np.float32(case["step"][0]), case
-        assert model.nSamples == case["step"][1], case
+        field.set_aabb(np.array(case["aabb"], np.float32))
+        field.set_grid_size(case["grid"])
+        sampler = BoxSampler((2.0, 6.0), case["step_ratio"])
+        sampler.fit_grid(field.aabb, field.units)
+        assert np.float32(sampler.step_size) == np.float32(case["step"][0]), case
+        assert sampler.n_samples == case["step"][1], case
 
 
 def test_lr_decay_and_schedule_events():

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import jittor as jt
 
-from model_factory import AABB, rays_towards_box
+from model_factory import AABB, rays_towards_box, tiny_model
 from numpy_reference import linear
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.kernels import KERNELS
@@ -111,7 +111,7 @@ def test_stacked_vm_computes_what_the_split_vm_computes_on_its_tensors():
     split.basis_mat.weight.assign(stacked.basis_mat.weight)
     points = jt.array(np.random.default_rng(2).uniform(-1, 1, (40, 3)).astype(np.float32))
     for kernels in KERNELS:
-        stacked.kernels = split.kernels = kernels
+        stacked.fused = split.fused = kernels == "fused"
         np.testing.assert_allclose(stacked.compute_densityfeature(points).numpy(),
                                    split.compute_densityfeature(points).numpy(), atol=1e-6)
         np.testing.assert_allclose(stacked.compute_appfeature(points).numpy(),
@@ -120,20 +120,22 @@ def test_stacked_vm_computes_what_the_split_vm_computes_on_its_tensors():
 
 def test_stacked_vm_grid_and_component_rules():
     model = TensorVM(AABB, [9, 11, 12], density_n_comp=[3], appearance_n_comp=[4], **SMALL)
-    assert model.gridSize == [9, 9, 9] and not model.can_shrink
+    assert model.gridSize == [9, 9, 9] and not model.crops_grid
     model.upsample_volume_grid([14, 15, 16])
     assert model.gridSize == [14, 14, 14] and tuple(model.plane_coef.shape) == (3, 7, 14, 14)
     with pytest.raises(ConfigError, match="n_lamb_sigma needs the same count on every axis"):
         TensorVM(AABB, [9, 9, 9], density_n_comp=[16, 4, 4], appearance_n_comp=[4], **SMALL)
 
 
-@pytest.mark.parametrize("model_class", [TensorCP, TensorVM])
-def test_every_parameter_receives_gradients(model_class):
-    model = model_class(AABB, [10, 10, 10], density_n_comp=[3], appearance_n_comp=[3], **SMALL)
-    rgb, _ = model(jt.array(rays_towards_box(64, seed=5)), white_bg=True, is_train=True)
-    loss = jt.sqr(rgb - 0.3).mean() + model.density_L1() + model.TV_loss_density() + model.TV_loss_app() \
-        + model.vector_comp_diffs()
-    params = model.parameters()
+@pytest.mark.parametrize("model_name", ["TensorCP", "TensorVM"])
+def test_every_parameter_receives_gradients(model_name):
+    model = tiny_model((10, 10, 10), model_name=model_name, density_n_comp=[3], appearance_n_comp=[3], step_ratio=2.0,
+                       **SMALL)
+    rgb = model(jt.array(rays_towards_box(64, seed=5)), white_bg=True, perturb=True).rgb
+    field = model.field
+    loss = jt.sqr(rgb - 0.3).mean() + field.density_L1() + field.TV_loss_density() + field.TV_loss_app() \
+        + field.vector_comp_diffs()
+    params = field.parameters()
     grads = jt.grad(loss, params)
     for param, grad in zip(params, grads):
         assert np.abs(grad.numpy()).sum() > 0, f"no gradient reaches {tuple(param.shape)}"
@@ -147,21 +149,23 @@ def test_ndc_sampling_matches_numpy():
     rays_d[:, 2] = 2.0
     aabb = np.array([[-1.5, -1.67, -1.0], [1.5, 1.67, 1.0]], np.float32)
     xyz, z_vals, inside = sample_along_rays_ndc(jt.array(rays_o), jt.array(rays_d), jt.array(aabb), (0.0, 1.0),
-                                                n_samples=16, jitter=False)
+                                                n_samples=16, jitter=None)
     t = np.linspace(0.0, 1.0, 16, dtype=np.float32)
     expected = rays_o[:, None, :] + rays_d[:, None, :] * t[None, :, None]
     np.testing.assert_allclose(z_vals.numpy(), np.broadcast_to(t, (6, 16)), atol=1e-7)
     np.testing.assert_allclose(xyz.numpy(), expected, atol=1e-6)
     np.testing.assert_array_equal(inside.numpy(), ((expected >= aabb[0]) & (expected <= aabb[1])).all(-1))
     _, jittered, _ = sample_along_rays_ndc(jt.array(rays_o), jt.array(rays_d), jt.array(aabb), (0.0, 1.0),
-                                           n_samples=16, jitter=True)
+                                           n_samples=16, jitter=jt.rand(1, 16))
     offset = jittered.numpy() - t
     assert np.all(offset >= 0) and np.all(offset < 1 / 16)
     assert np.allclose(offset, offset[:1]), "one set of offsets per batch, as in the reference"
 
 
 def test_ndc_rendering_composites_with_distances_scaled_by_the_direction_norm():
-    model = TensorVMSplit(AABB, [10, 10, 10], density_n_comp=[2], appearance_n_comp=[3], near_far=(0.0, 1.0), **SMALL)
+    model = tiny_model((10, 10, 10), ndc_ray=True, density_n_comp=[2], appearance_n_comp=[3], near_far=(0.0, 1.0),
+                       step_ratio=2.0, **SMALL)
+    field = model.field
     rays = np.zeros((4, 6), np.float32)
     rays[:, :3] = [[0.0, 0.0, -1.0], [0.2, 0.1, -1.0], [-0.3, 0.0, -1.0], [0.0, -0.2, -1.0]]
     rays[:, 3:] = [[0.1, 0.0, 2.0], [0.0, 0.2, 2.0], [-0.1, 0.1, 2.0], [0.0, 0.0, 2.0]]
@@ -171,15 +175,15 @@ def test_ndc_rendering_composites_with_distances_scaled_by_the_direction_norm():
     inside = ((xyz >= AABB[0]) & (xyz <= AABB[1])).all(-1)
     sigma = np.zeros((4, n), np.float32)
     with jt.no_grad():
-        normed = model.normalize_coord(jt.array(xyz[inside]))
-        sigma[inside] = model.feature2density(model.compute_densityfeature(normed)).numpy()
+        normed = field.normalize_coord(jt.array(xyz[inside]))
+        sigma[inside] = field.feature2density(field.compute_densityfeature(normed)).numpy()
     norm = np.linalg.norm(rays[:, 3:], axis=1, keepdims=True)
-    dists = np.concatenate([np.diff(t)[None].repeat(4, 0), np.zeros((4, 1))], 1) * norm * model.distance_scale
+    dists = np.concatenate([np.diff(t)[None].repeat(4, 0), np.zeros((4, 1))], 1) * norm * model.compositing.distance_scale
     alpha = 1 - np.exp(-sigma * dists)
     transmittance = np.cumprod(np.concatenate([np.ones((4, 1)), 1 - alpha + 1e-10], 1), 1)[:, :-1]
     weights = alpha * transmittance
     expected_depth = (weights * t).sum(1) + (1 - weights.sum(1)) * rays[:, -1]
     for kernels in KERNELS:
         model.kernels = kernels
-        _, depth = model(jt.array(rays), white_bg=True, is_train=False, ndc_ray=True, N_samples=n)
+        depth = model(jt.array(rays), white_bg=True, n_samples=n).depth
         np.testing.assert_allclose(depth.numpy(), expected_depth, rtol=1e-4, atol=1e-5)

@@ -111,7 +111,7 @@ from tensorf_jt.training.trainer import Trainer
 tensorf_jt.runtime.setup()  # kernels built as train.py builds them: Jittor keeps one build per kernel
 trainer = Trainer(load_run_config(sys.argv[1:]))
 trainer.run()
-state = trainer.model.state_dict()
+state = trainer.model.field.state_dict()
 sums = distributed.checksum(list(state.values()))
 if distributed.rank() == 1:  # one rank's parameter moves: the check must notice
     var = state["density_line.0"]

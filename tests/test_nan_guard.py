@@ -16,7 +16,7 @@ from tensorf_jt.config import load_run_config
 from tensorf_jt.evaluation.renders import render_rays
 from tensorf_jt.training.nan_guard import nonfinite_parameters
 from tensorf_jt.training.ray_filtering import filtering_ray_ids
-from tensorf_jt.models import TensorBase
+from tensorf_jt.models import TensoRFModel
 from tensorf_jt.training.trainer import Trainer
 
 
@@ -29,7 +29,7 @@ def inject_nan_after_steps(monkeypatch, plan: dict[int, str]) -> None:
     def step_then_corrupt(self):
         mse = step(self)
         if self.iteration in pending:
-            parameter = self.model.density_plane[0]
+            parameter = self.model.field.density_plane[0]
             parameter.update(jt.full_like(parameter, float("nan")))
             return float("nan") if pending.pop(self.iteration) == "loss" else mse
         return mse
@@ -56,7 +56,7 @@ def test_nonfinite_values_send_training_back_with_halved_learning_rates(tiny_sce
     assert result.iterations == 14 and trainer.schedule_state.lr_scale == 0.125
     assert nonfinite_parameters(trainer.model) == []
     # The upsample at iteration 10 restarted Adam at lr_init times the guard's scale; 3 steps decayed it since.
-    expected_lr = trainer.config.schedule.lr_init * 0.125 * trainer.lr_factor ** 3
+    expected_lr = trainer.config.schedule.lr_init * 0.125 * trainer.policy.lr_factor ** 3
     assert np.isclose(trainer.optimizer.param_groups[0]["lr"], expected_lr)
     with open(tmp_path / "run" / "train_log.csv", newline="") as handle:
         events = [row["event"] for row in csv.DictReader(handle) if row["event"].startswith("non-finite")]
@@ -64,13 +64,14 @@ def test_nonfinite_values_send_training_back_with_halved_learning_rates(tiny_sce
 
 
 def test_a_loss_that_stays_nonfinite_stops_with_advice(tiny_scene, tmp_path, monkeypatch, capsys):
-    execute = TensorBase.execute
+    execute = TensoRFModel.execute
 
     def nan_colours(self, *args, **kwargs):
-        rgb, depth = execute(self, *args, **kwargs)
-        return rgb * float("nan"), depth
+        output = execute(self, *args, **kwargs)
+        output.rgb = output.rgb * float("nan")
+        return output
 
-    monkeypatch.setattr(TensorBase, "execute", nan_colours)
+    monkeypatch.setattr(TensoRFModel, "execute", nan_colours)
     with pytest.warns(UserWarning, match="back to iteration 0"):
         assert main(tiny_argv(tiny_scene, tmp_path)) == 2
     error = capsys.readouterr().err
@@ -128,7 +129,7 @@ def test_the_finiteness_check_compiles_no_operator(tmp_path):
     failing.chmod(0o755)
     model = tiny_model()
     with jt.no_grad():
-        model.density_line[1].assign(jt.full(model.density_line[1].shape, float("inf")))
+        model.field.density_line[1].assign(jt.full(model.field.density_line[1].shape, float("inf")))
     jt.sync_all(True)
     flags = (jt.flags.cc_path, jt.flags.cc_flags)
     try:

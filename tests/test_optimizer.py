@@ -152,16 +152,15 @@ def test_nothing_shaded_leaves_the_appearance_branch_untouched():
     ``rayMarch_weight_thres`` 1e-4 (the default grid here, 8x9x10, has steps long enough to pass it)."""
     model = tiny_model(grid=(24, 24, 24), density_shift=-10.0)
     optimizer = make_optimizer(model, 0.02, 0.001)
-    names = {id(var): name for name, var in model.named_parameters()}
-    before = {name: var.numpy().copy() for name, var in model.named_parameters()}
+    names = {id(var): name for name, var in model.field.named_parameters()}
+    before = {name: var.numpy().copy() for name, var in model.field.named_parameters()}
     rays = jt.array(rays_towards_box(128))
     for _ in range(3):
-        rgb, _ = model(rays, white_bg=True, is_train=True)
-        optimizer.step(jt.sqr(rgb - 0.5).mean())
+        optimizer.step(jt.sqr(model(rays, white_bg=True, perturb=True).rgb - 0.5).mean())
     counts = {names[id(p)]: int(count) for group in optimizer.param_groups
               for p, count in zip(group["params"], group["steps"].numpy())}
     assert set(counts) == set(before)
-    for name, var in model.named_parameters():
+    for name, var in model.field.named_parameters():
         if name.startswith("density"):
             assert counts[name] == 3 and not np.array_equal(var.numpy(), before[name]), name
         else:

@@ -15,7 +15,8 @@ from tensorf_jt.dataLoader import RayBatchDataset
 from tensorf_jt.dataLoader.ray_batches import ArrayRays
 from tensorf_jt.errors import CheckpointError, ConfigError
 from tensorf_jt.training.state import read_state
-from tensorf_jt.training.trainer import Trainer, train
+from tensorf_jt.training.run import train
+from tensorf_jt.training.trainer import Trainer
 
 N_ITERS = 30
 STOP_AFTER = 13  # iterations completed when the run is stopped: after the first upsample, before ray filtering

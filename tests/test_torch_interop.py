@@ -20,7 +20,7 @@ from model_factory import AABB, rays_towards_box, tiny_model
 from tensorf_jt.formats.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from tensorf_jt.errors import CheckpointError
 from tensorf_jt.cli.export_torch import export_reference_checkpoint
-from tensorf_jt.models import TensorCP, TensorVM
+from tensorf_jt.models import compose
 from tensorf_jt.formats.reference_checkpoint import to_reference
 from tensorf_jt.formats.torch_format import LEGACY_MAGIC, load_torch_checkpoint, save_torch_checkpoint
 
@@ -34,18 +34,18 @@ def fixture(name: str) -> str:
 
 def render(model, rays: np.ndarray, white_bg: bool = True) -> tuple[np.ndarray, np.ndarray]:
     with jt.no_grad():
-        rgb, depth = model(jt.array(rays), white_bg=white_bg, is_train=False)
-    return rgb.numpy(), depth.numpy()
+        output = model(jt.array(rays), white_bg=white_bg)
+    return output.rgb.numpy(), output.depth.numpy()
 
 
 def assert_same_model(model, other) -> None:
-    assert type(model) is type(other)
+    assert type(model.field) is type(other.field) and type(model.sampler) is type(other.sampler)
     assert model.get_kwargs().keys() == other.get_kwargs().keys()
     for key, value in model.get_kwargs().items():
         value = value.numpy() if isinstance(value, jt.Var) else value
         other_value = other.get_kwargs()[key]
         np.testing.assert_array_equal(value, other_value.numpy() if isinstance(other_value, jt.Var) else other_value)
-    state, other_state = model.state_dict(), other.state_dict()
+    state, other_state = model.field.state_dict(), other.field.state_dict()
     assert state.keys() == other_state.keys()
     for name, var in state.items():
         np.testing.assert_array_equal(var.numpy(), other_state[name].numpy(), err_msg=name)
@@ -60,7 +60,7 @@ def assert_same_model(model, other) -> None:
 @pytest.mark.parametrize("name", sorted(REFERENCE_MODELS))
 def test_reference_checkpoint_renders_as_the_original(name, kernel_path):
     model, ckpt = load_checkpoint(fixture(f"reference_{name}_tiny.th"))
-    assert type(model).__name__ == REFERENCE_MODELS[name] and "train_args" not in ckpt
+    assert model.model_name == REFERENCE_MODELS[name] and "train_args" not in ckpt
     assert model.alphaMask is not None and model.alphaMask.grid_size == list(ckpt["alphaMask.shape"][::-1][:3])
     expected = np.load(fixture(f"reference_{name}_tiny_outputs.npz"))
     assert (expected["rgb_map"].max(axis=1) < 0.9).sum() > 50, "too few fixture rays hit the scene"
@@ -80,8 +80,8 @@ def test_reference_checkpoint_features_match_the_original(name, kernel_path):
     points = jt.array(expected["points"])
     model.kernels = kernel_path
     with jt.no_grad():
-        density = model.compute_densityfeature(points).numpy()
-        appearance = model.compute_appfeature(points).numpy()
+        density = model.field.compute_densityfeature(points).numpy()
+        appearance = model.field.compute_appfeature(points).numpy()
     np.testing.assert_allclose(density, expected["density_feature"], rtol=0, atol=1e-5)
     np.testing.assert_allclose(appearance, expected["app_feature"], rtol=0, atol=1e-5)
     assert np.abs(expected["density_feature"]).max() > 1.0, "the fixture's density field is empty"
@@ -136,14 +136,14 @@ def test_export_import_round_trip_is_bit_exact(tmp_path):
 
 @pytest.mark.parametrize("make", [
     lambda: tiny_model(density_shift=-1.0),
-    lambda: TensorCP(AABB, [8, 9, 10], density_n_comp=[5], appearance_n_comp=[6], app_dim=6, shadingMode="MLP",
-                     view_pe=2, featureC=8, density_shift=-1.0),
-    lambda: TensorVM(AABB, [9, 9, 9], density_n_comp=[2], appearance_n_comp=[3], app_dim=27, shadingMode="SH",
-                     density_shift=-1.0),
+    lambda: compose("TensorCP", dict(aabb=AABB, gridSize=[8, 9, 10], density_n_comp=[5], appearance_n_comp=[6],
+                                     app_dim=6, shadingMode="MLP", view_pe=2, featureC=8, density_shift=-1.0)),
+    lambda: compose("TensorVM", dict(aabb=AABB, gridSize=[9, 9, 9], density_n_comp=[2], appearance_n_comp=[3],
+                                     app_dim=27, shadingMode="SH", density_shift=-1.0)),
 ], ids=["TensorVMSplit", "TensorCP", "TensorVM"])
 def test_our_models_survive_export_and_import(tmp_path, make):
     model = make()
-    box = model.updateAlphaMask(tuple(model.gridSize))
+    box = model.update_alpha_mask(tuple(model.gridSize))
     if model.can_shrink:
         model.shrink(box)
     ours = save_checkpoint(model, str(tmp_path / "ours.th"))

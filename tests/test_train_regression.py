@@ -7,7 +7,7 @@ import pytest
 
 from tensorf_jt.cli.render import render_checkpoint
 from tensorf_jt.config import load_run_config
-from tensorf_jt.training.trainer import train
+from tensorf_jt.training.run import train
 
 # Measured on a 2-core CPU, 300 iterations: fused kernels 26.87 dB,
 # mean depth error 0.24, in 13 s. Thresholds leave ~2 dB of margin.
@@ -87,7 +87,7 @@ def test_mesh_of_the_trained_demo_scene_has_the_scene_extent(fused_run):
     model, _ = load_checkpoint(fused_run[1].checkpoint)
     vertices = extract_mesh(model).vertices
     expected = np.array([[-1.25, -1.25, -0.8], [1.25, 1.25, 0.62]])
-    tolerance = 2 * float(np.max(model.units))
+    tolerance = 2 * float(np.max(model.field.units))
     np.testing.assert_allclose(vertices.min(0)[:2], expected[0, :2], atol=tolerance)
     np.testing.assert_allclose(vertices.max(0), expected[1], atol=tolerance)
     assert vertices.min(0)[2] <= expected[0, 2] + tolerance

@@ -14,9 +14,10 @@ def make_trainer(tiny_scene, tmp_path, *extra):
 
 
 def assert_step_updates_everything(trainer):
-    before = {name: var.numpy().copy() for name, var in trainer.model.state_dict().items()}
+    before = {name: var.numpy().copy() for name, var in trainer.model.field.state_dict().items()}
     trainer.train_step()
-    frozen = [name for name, var in trainer.model.state_dict().items() if np.array_equal(var.numpy(), before[name])]
+    frozen = [name for name, var in trainer.model.field.state_dict().items()
+              if np.array_equal(var.numpy(), before[name])]
     assert not frozen, f"not updated by the trainer's optimizer: {frozen}"
 
 
@@ -26,8 +27,8 @@ def test_events_keep_all_tensors_training(tiny_scene, tmp_path):
     for _ in range(3):
         trainer.train_step()
     trainer.update_alpha_mask(3)  # the first mask update also shrinks
-    assert any("shrink" in event for _, event in trainer.events), trainer.events
-    assert np.isclose(trainer.optimizer.param_groups[0]["lr"], lr_before * trainer.lr_factor ** 3), \
+    assert any("shrink" in event for _, event in trainer.progress.events), trainer.progress.events
+    assert np.isclose(trainer.optimizer.param_groups[0]["lr"], lr_before * trainer.policy.lr_factor ** 3), \
         "restarting the optimizer after a shrink keeps the decayed learning rate"
     assert_step_updates_everything(trainer)
     trainer.upsample(5)

@@ -16,6 +16,7 @@ from tensorf_jt.errors import CheckpointError, ConfigError, DatasetError
 from tensorf_jt.formats.checkpoint import load_checkpoint, save_checkpoint
 from tensorf_jt.formats.checkpoint_checks import check_model_kwargs
 from tensorf_jt.formats.reference_checkpoint import to_reference
+from tensorf_jt.models.factory import scene_space
 from tensorf_jt.rendering import compositing
 from tensorf_jt.rendering.contraction import MODEL_BOX, SceneContraction, contract, uncontract
 from tensorf_jt.rendering.distortion import dense_distortion, packed_distortion
@@ -27,8 +28,15 @@ UNBOUNDED_PSNR, UNBOUNDED_MARGIN_DB = 19.5, 2.0
 FOREGROUND = np.array([[-1.0, -0.5, -0.8], [1.2, 0.7, 0.6]], np.float32)
 
 
-def unbounded_model(norm: str = "inf", grid=(12, 12, 12), **overrides):
-    return tiny_model(grid=grid, aabb=MODEL_BOX, scene_contraction=norm, foreground_aabb=FOREGROUND, **overrides)
+def unbounded_model(grid=(12, 12, 12), **overrides):
+    return tiny_model(grid=grid, aabb=MODEL_BOX, scene_contraction="inf", foreground_aabb=FOREGROUND, **overrides)
+
+
+def sampler_with_step(model_step: float, near: float = 0.05) -> UnboundedSampler:
+    """An unbounded sampler whose grid step in model space is ``model_step``."""
+    sampler = UnboundedSampler(FOREGROUND, (near, 100.0), step_ratio=1.0)
+    sampler.fit_grid(MODEL_BOX, np.full(3, model_step, np.float32))
+    return sampler
 
 
 def mixed_rays(n: int, seed: int = 0) -> np.ndarray:
@@ -46,20 +54,18 @@ def mixed_rays(n: int, seed: int = 0) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ formulas
-@pytest.mark.parametrize("norm", ["inf", "l2"])
-def test_contraction_matches_numpy_and_inverts(norm):
+def test_contraction_matches_numpy_and_inverts():
     u = np.random.default_rng(1).normal(size=(4000, 3)) * np.array([0.3, 2.0, 20.0])
-    got = contract(jt.array(u.astype(np.float32)), norm).numpy()
-    length = np.abs(u).max(1) if norm == "inf" else np.linalg.norm(u, axis=1)
+    got = contract(jt.array(u.astype(np.float32))).numpy()
+    length = np.abs(u).max(1)
     expected = np.where((length <= 1)[:, None], u, (2 - 1 / length)[:, None] * u / length[:, None])
     np.testing.assert_allclose(got, expected, rtol=2e-6, atol=2e-6)
-    contracted_length = np.abs(got).max(1) if norm == "inf" else np.linalg.norm(got, axis=1)
-    assert contracted_length.max() < 2.0
-    np.testing.assert_allclose(uncontract(got, norm), u, rtol=1e-3, atol=1e-5)
+    assert np.abs(got).max(1).max() < 2.0
+    np.testing.assert_allclose(uncontract(got), u, rtol=1e-3, atol=1e-5)
 
 
 def test_scene_contraction_keeps_the_foreground_and_maps_the_world_back():
-    contraction = SceneContraction(FOREGROUND, "inf")
+    contraction = SceneContraction(FOREGROUND)
     world = np.random.default_rng(2).uniform(FOREGROUND[0], FOREGROUND[1], (500, 3)).astype(np.float32)
     model = contraction(jt.array(world)).numpy()
     assert np.abs(model).max() <= 1.0 + 1e-6
@@ -70,8 +76,7 @@ def test_sampler_runs_and_gaps():
     """Linear steps through the box from side to side, then n_background samples evenly in
     disparity from there; every gap reaches the next sample, the last one to where one more
     would be."""
-    contraction = SceneContraction(FOREGROUND, "inf")
-    sampler = UnboundedSampler(contraction, near=0.05, model_step=0.1)
+    sampler = sampler_with_step(0.1)
     origin, direction = np.array([[-5.0, 0.1, -0.1]], np.float32), np.array([[1.0, 0.0, 0.0]], np.float32)
     samples = sampler.dense(jt.array(origin), jt.array(direction), sampler.n_samples, None)
     kept = samples.kept.numpy()
@@ -95,8 +100,8 @@ def test_sampler_runs_and_gaps():
 
 def test_a_ray_that_misses_the_box_is_sampled_from_its_closest_approach_on():
     """Nothing near the camera: the background run starts where the ray passes the box's centre."""
-    contraction = SceneContraction(FOREGROUND, "inf")
-    sampler = UnboundedSampler(contraction, near=0.05, model_step=0.1)
+    sampler = sampler_with_step(0.1)
+    contraction = sampler.contraction
     origin, direction = np.array([[-5.0, 3.0, 0.0]], np.float32), np.array([[1.0, 0.0, 0.0]], np.float32)
     samples = sampler.dense(jt.array(origin), jt.array(direction), sampler.n_samples, None)
     z = samples.z.numpy().reshape(-1)[samples.kept.numpy()]
@@ -127,8 +132,7 @@ def test_a_jitter_just_below_one_keeps_every_gap_finite(model_step):
     """The last background gap reaches to where sample n_background + 1 would be, at disparity
     (n_background - k + 1 - j) / (n_background + 1) of the start's: a jitter j a few ulps below 1
     must not round that to 0 (an infinite gap times a capped density of 0 is a NaN loss)."""
-    contraction = SceneContraction(FOREGROUND, "inf")
-    sampler = UnboundedSampler(contraction, near=0.05, model_step=model_step)
+    sampler = sampler_with_step(model_step)
     near_one = np.nextafter(np.float32(1), np.float32(0))
     jitter = np.array([near_one, near_one - np.float32(6e-8) * 16, 0.5], np.float32)
     rays = np.tile(np.array([[-5.0, 0.1, -0.1, 1.0, 0.0, 0.0]], np.float32), (3, 1))
@@ -193,24 +197,23 @@ def test_opaque_samples_keep_gradients_finite():
 
 
 # ------------------------------------------------------------------- the model
-@pytest.mark.parametrize("norm", ["inf", "l2"])
-def test_both_paths_render_alike_with_gradients_and_distortion(norm):
-    model = unbounded_model(norm, density_shift=-1.0)
-    model.updateAlphaMask((12, 12, 12))
+def test_both_paths_render_alike_with_gradients_and_distortion():
+    model = unbounded_model(density_shift=-1.0)
+    model.update_alpha_mask((12, 12, 12))
     rays = jt.array(mixed_rays(240, seed=6))
     jitter = jt.array(np.random.default_rng(7).uniform(0, 1, 240).astype(np.float32))
     results = {}
     for kernels in ("fused", "reference"):
         model.kernels = kernels
-        rgb, depth, distortion = model(rays, white_bg=True, is_train=True, jitter=jitter, with_distortion=True)
-        loss = jt.sqr(rgb - 0.3).mean() + 0.01 * distortion.mean()
-        grads = jt.grad(loss, list(model.state_dict().values()))
-        results[kernels] = (rgb.numpy(), distortion.numpy(), [g.numpy() for g in grads])
+        output = model(rays, white_bg=True, perturb=True, jitter=jitter, with_distortion=True)
+        loss = jt.sqr(output.rgb - 0.3).mean() + 0.01 * output.distortion.mean()
+        grads = jt.grad(loss, list(model.field.state_dict().values()))
+        results[kernels] = (output.rgb.numpy(), output.distortion.numpy(), [g.numpy() for g in grads])
     (rgb_f, dist_f, grads_f), (rgb_r, dist_r, grads_r) = results["fused"], results["reference"]
     assert np.isfinite(rgb_f).all() and rgb_f.std() > 1e-3
     np.testing.assert_allclose(rgb_f, rgb_r, atol=2e-5)
     np.testing.assert_allclose(dist_f, dist_r, rtol=1e-4)
-    for name, g_f, g_r in zip(model.state_dict(), grads_f, grads_r):
+    for name, g_f, g_r in zip(model.field.state_dict(), grads_f, grads_r):
         assert np.isfinite(g_f).all() and np.isfinite(g_r).all(), name
         scale = max(np.abs(g_r).max(), 1e-12)
         assert np.abs(g_f - g_r).max() / scale < 2e-3, name
@@ -219,28 +222,38 @@ def test_both_paths_render_alike_with_gradients_and_distortion(norm):
 def test_unbounded_model_has_no_white_background_and_never_shrinks():
     model = unbounded_model(density_shift=-30.0)  # empty space: light passes every sample
     rays = jt.array(mixed_rays(30, seed=8))
-    rgb, _ = model(rays, white_bg=True)
-    assert rgb.numpy().max() < 1e-6  # black, not white
+    assert model(rays, white_bg=True).rgb.numpy().max() < 1e-6  # black, not white
     assert not model.can_shrink
-    np.testing.assert_array_equal(model.aabb, MODEL_BOX)
+    np.testing.assert_array_equal(model.field.aabb, MODEL_BOX)
     np.testing.assert_array_equal(model.world_box(), FOREGROUND)
 
 
 def test_checkpoint_keeps_the_contraction(tmp_path):
-    model = unbounded_model("l2", density_shift=-1.0)
+    model = unbounded_model(density_shift=-1.0)
     path = str(tmp_path / "u.th")
     save_checkpoint(model, path)
-    loaded, _ = load_checkpoint(path)
-    assert loaded.unbounded and loaded.contraction.norm == "l2"
-    np.testing.assert_array_equal(loaded.contraction.foreground, FOREGROUND)
+    loaded, raw = load_checkpoint(path)
+    assert raw["kwargs"]["scene_contraction"] == "inf" and isinstance(loaded.sampler, UnboundedSampler)
+    np.testing.assert_array_equal(loaded.sampler.contraction.foreground, FOREGROUND)
     rays = jt.array(mixed_rays(60, seed=9))
-    np.testing.assert_allclose(loaded(rays)[0].numpy(), model(rays)[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(loaded(rays).rgb.numpy(), model(rays).rgb.numpy(), atol=1e-6)
+
+
+def test_a_checkpoint_of_the_retired_l2_contraction_is_refused_by_name(tmp_path):
+    model = unbounded_model(density_shift=-1.0)
+    path = str(tmp_path / "l2.th")
+    save_checkpoint(model, path)
+    raw = jt.load(path)
+    raw["kwargs"]["scene_contraction"] = "l2"
+    jt.save(raw, path)
+    with pytest.raises(CheckpointError, match=r"was trained with --contraction l2, which is no longer an option"):
+        load_checkpoint(path)
 
 
 # ------------------------------------------------------------------ refusals
 def test_bad_contraction_kwargs_are_refused(tmp_path):
     kwargs = unbounded_model().get_kwargs()
-    for change, message in [({"scene_contraction": "cube"}, "scene_contraction should be one of inf, l2"),
+    for change, message in [({"scene_contraction": "cube"}, "scene_contraction should be 'inf', found 'cube'"),
                             ({"foreground_aabb": [[1, 1, 1], [0, 0, 0]]}, "foreground_aabb should be a box")]:
         with pytest.raises(CheckpointError, match=message):
             check_model_kwargs(dict(kwargs, **change), "f.th")
@@ -261,7 +274,7 @@ def test_ndc_and_unbounded_together_are_refused():
 
 @pytest.mark.parametrize("flags, message", [
     (["--unbounded", "2"], r"unbounded must be 1 \(contract the space beyond the box\), 0 \(bounded\) or -1"),
-    (["--contraction", "cube"], "contraction must be 'inf' or 'l2', got 'cube'"),
+    (["--contraction", "l2"], "--contraction is no longer an option: the L2 .sphere. contraction lost 3.7 dB"),
     (["--distortion_weight", "-1"], "distortion_weight must not be negative, got -1.0"),
 ])
 def test_bad_unbounded_settings_are_refused(flags, message):
@@ -317,7 +330,6 @@ def test_the_real_360_capture_is_told_unbounded_and_the_forward_facing_one_is_no
     from tensorf_jt.dataLoader.llff import LLFFDataset
     from tensorf_jt.dataLoader.own_data import OwnDataDataset
     from tensorf_jt.dataLoader.scene_fit import camera_focus
-    from tensorf_jt.dataLoader.scene_mode import adopt_foreground_box
 
     copy = tmp_path / "cup"
     shutil.copytree(SHARED_DATA / "cup", copy, ignore=shutil.ignore_patterns("images_undistorted", "*.json"))
@@ -336,9 +348,10 @@ def test_the_real_360_capture_is_told_unbounded_and_the_forward_facing_one_is_no
 
     dataset = OwnDataDataset(str(copy), "train", downsample=16)
     np.testing.assert_allclose(dataset.scene_bbox, box, atol=1e-6)
-    adopt_foreground_box(dataset)
-    np.testing.assert_allclose(dataset.scene_bbox, foreground, atol=1e-6)
-    assert dataset.bounds_source == "foreground box from transforms file, near/far from transforms file"
+    space = scene_space(parse_run_config(["--dataset_name", "own_data"])[0].data, dataset)
+    assert space.unbounded and space.source == "'unbounded' of 'transforms.json'"
+    np.testing.assert_allclose(space.foreground, foreground, atol=1e-6)
+    assert "foreground box from transforms file" in space.summary()
     fern = LLFFDataset(str(SHARED_DATA / "fern_8"), split="train", downsample=8, unbounded=-1)
     assert not fern.unbounded
 
@@ -368,15 +381,14 @@ def test_a_foreground_box_in_the_transforms_file_serves_the_unbounded_mode_only(
         path = copy / f"transforms_{split}.json"
         path.write_text(json.dumps({**json.loads(path.read_text()), "foreground_aabb": foreground}))
     unbounded = Trainer(parse_run_config(room_argv(str(copy), tmp_path, "--expname", "u"))[0])
-    np.testing.assert_allclose(unbounded.model.contraction.foreground, foreground, atol=1e-6)
-    np.testing.assert_allclose(unbounded.test_dataset.scene_bbox, foreground, atol=1e-6)
+    np.testing.assert_allclose(unbounded.model.world_box(), foreground, atol=1e-6)
+    np.testing.assert_allclose(unbounded.space.foreground, foreground, atol=1e-6)
     bounded = Trainer(parse_run_config(room_argv(str(copy), tmp_path, "--expname", "b", "--unbounded", "0"))[0])
-    np.testing.assert_allclose(bounded.model.aabb, [[-1.5] * 3, [1.5] * 3], atol=1e-6)
+    np.testing.assert_allclose(bounded.model.field.aabb, [[-1.5] * 3, [1.5] * 3], atol=1e-6)
     given = [-0.2, -0.2, -0.2, 0.2, 0.2, 0.2]
     flagged = Trainer(parse_run_config(room_argv(str(copy), tmp_path, "--expname", "f", "--scene_bbox",
                                                  *map(str, given)))[0])
-    np.testing.assert_allclose(flagged.model.contraction.foreground, np.reshape(given, (2, 3)),
-                               atol=1e-6)
+    np.testing.assert_allclose(flagged.model.world_box(), np.reshape(given, (2, 3)), atol=1e-6)
 
     path = copy / "transforms_train.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "foreground_aabb": [[0, 0, 0], [1, 1, -1]]}))
@@ -405,11 +417,11 @@ def room_argv(datadir: str, basedir, *extra) -> list[str]:
 def test_a_room_is_learnt_only_as_an_unbounded_scene(room, tmp_path, capsys):
     """The scene's files say it is unbounded; forced bounded, the same schedule ends well below."""
     assert train_main(room_argv(room, tmp_path, "--expname", "unbounded")) == 0
-    assert "unbounded: the box is the foreground" in capsys.readouterr().out
+    assert "unbounded: the foreground box" in capsys.readouterr().out
     assert train_main(room_argv(room, tmp_path, "--expname", "bounded", "--unbounded", "0")) == 0
     psnr = {name: json.load(open(tmp_path / name / "imgs_test_all" / "metrics.json"))["psnr"]
             for name in ("unbounded", "bounded")}
     assert psnr["unbounded"] > UNBOUNDED_PSNR, psnr
     assert psnr["unbounded"] > psnr["bounded"] + UNBOUNDED_MARGIN_DB, psnr
     model, _ = load_checkpoint(str(tmp_path / "unbounded" / "unbounded.th"))
-    assert model.unbounded
+    assert isinstance(model.sampler, UnboundedSampler)

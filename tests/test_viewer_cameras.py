@@ -194,7 +194,7 @@ def open_viewer(tmp_path, cameras=None, thumbnails=(), training=True):
     from tensorf_jt.viewer import server
     from tensorf_jt.viewer.frames import RenderSettings
 
-    settings = RenderSettings(white_bg=True, ndc_ray=False, chunk=4096, near_far=(2.0, 6.0))
+    settings = RenderSettings(white_bg=True, chunk=4096, near_far=(2.0, 6.0))
     return server.Viewer(server.SceneView(cameras, list(thumbnails), (2.0, 6.0)), settings, str(tmp_path),
                          port=free_port(), training=training)
 

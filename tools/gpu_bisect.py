@@ -183,7 +183,7 @@ def fused_kernels() -> None:
     from tensorf_jt.kernels.ray_marching import alpha_lookup, march_rays, rays_hit_alpha
     from tensorf_jt.kernels.vm_field import vm_features
 
-    model = tiny_model(grid=(14, 13, 12), density_shift=-2.0)
+    model = tiny_model(grid=(14, 13, 12), density_shift=-2.0).field
     rays = jt.array(rays_towards_box(512, seed=3))
     rays_o, rays_d = rays[:, :3], rays[:, 3:6]
     t_start = jt.full((512,), 2.0, dtype="float32")
@@ -223,12 +223,12 @@ def _model_step(kernels_name: str) -> None:
     for shift in (-10.0, -2.0):  # -10: nothing reaches the shading threshold (lego's first steps)
         model = tiny_model(grid=(16, 15, 14), density_shift=shift, kernels=kernels_name)
         optimizer = make_optimizer(model, 0.02, 0.001)
-        rgb, depth = model(rays, white_bg=True, is_train=True)
-        loss = jt.sqr(rgb - 0.5).mean() + 1e-4 * model.density_L1() + model.TV_loss_density() * 0.1
+        output = model(rays, white_bg=True, perturb=True)
+        loss = jt.sqr(output.rgb - 0.5).mean() + 1e-4 * model.field.density_L1() + model.field.TV_loss_density() * 0.1
         optimizer.zero_grad()
         optimizer.backward(loss)
         optimizer.step()
-        _fetch(rgb, depth, loss)
+        _fetch(output.rgb, output.depth, loss)
 
 
 @probe("a model's forward, backward and Adam step, --kernels reference")
@@ -254,10 +254,10 @@ def grid_events() -> None:
     rays = ArrayRays(rays_towards_box(2048, seed=5), np.zeros((2048, 3), np.float32))
     for name in KERNELS:
         model = tiny_model(grid=(16, 15, 14), density_shift=-2.0, kernels=name)
-        model.shrink(model.updateAlphaMask((16, 15, 14)))
+        model.shrink(model.update_alpha_mask((16, 15, 14)))
         filtering_ray_ids(model, rays, bbox_only=True)
         filtering_ray_ids(model, rays, bbox_only=False)
-        model.upsample_volume_grid([20, 19, 18])
+        model.upsample([20, 19, 18])
         if nonfinite_parameters(model):
             raise SystemExit("parameters turned non-finite")
 

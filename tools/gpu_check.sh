@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA check, on a GPU machine (the `device` tool), in one call of at most ~9 minutes:
 #
-#   1. installs Jittor from carried packages (tuners patched by tools/patch_jittor.py, adapted to
-#      CUDA 13 by tools/jittor_cuda13.sh) and
+#   1. installs Jittor from carried packages (as users get it, adapted to CUDA 13 by
+#      tools/jittor_cuda13.sh; PATCH_JITTOR=1 adds the opt-in tools/patch_jittor.py) and
 #      the wheels the original TensoRF lacks there, and renders lego's scale of the built-in
 #      scene (800x800, 100 training + 4 test views, tools/make_scene.py, in 16 processes)
 #      while Jittor compiles its core (or restores the cache an earlier call returned);
@@ -57,6 +57,7 @@ OP_PROFILE_STEPS="${OP_PROFILE_STEPS:-5}"   # steps under Jittor's operator prof
 ROOM="${ROOM:-bench/out/gpu_room/room_128_40}"  # the built-in room for the unbounded check
 ROOM_ITERS="${ROOM_ITERS:-400}"              # its iterations per mode
 ROOM_MIN_LEFT="${ROOM_MIN_LEFT:-90}"        # seconds that must be left to start a room run
+ROOM_FLAGS="${ROOM_FLAGS:-}"                # more training flags for both room runs (e.g. a smaller grid)
 LOGS="$SCRATCH/gpu_check_logs"
 WORK="$SCRATCH/gpu_check_work"
 mkdir -p "$OUT" "$LOGS" "$WORK"
@@ -99,7 +100,9 @@ if [ "$SKIP_INSTALL" != 1 ]; then
   "$PYTHON" -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site_ref \
       .whl/original/* || stamp "installing the original's wheels failed"
   SITE=/tmp/site
-  "$PYTHON" tools/patch_jittor.py --site "$SITE" || { stamp "patching Jittor failed"; pack; exit 1; }
+  if [ "${PATCH_JITTOR:-0}" = 1 ]; then
+    "$PYTHON" tools/patch_jittor.py --site "$SITE" || { stamp "patching Jittor failed"; pack; exit 1; }
+  fi
 fi
 # Nothing may be downloaded, and TensoRF needs none of cutt, nccl, cutlass, MPI or cuDNN
 # (conv_opt=1 makes Jittor set up only cuBLAS and cuRAND).
@@ -165,7 +168,8 @@ room_check() {  # the unbounded mode's CUDA path next to the bounded mode's, sam
     stamp "the built-in room ($ROOM), $mode mode ($(left) s left)"
     timeout "$(( $(left) - 15 ))" "$PYTHON" bench/train_speed.py --config "$WORK/room.txt" --datadir "$ROOM" \
         --kernels fused --profile_steps 0 --basedir "$WORK/room_runs_$mode" --out "$OUT/room_$mode.json" \
-        --logs "$LOGS/room_$mode" -- --unbounded $unbounded "${ROOM_SCHEDULE[@]}" 2>&1 | tee "$LOGS/room_$mode.log"
+        --logs "$LOGS/room_$mode" -- --unbounded $unbounded "${ROOM_SCHEDULE[@]}" $ROOM_FLAGS 2>&1 \
+        | tee "$LOGS/room_$mode.log"
     pkill -f "train_speed.py --worker"
   done
 }

@@ -7,16 +7,19 @@ tuners swap in an MKL / cuBLAS / cuDNN operator: they create the operator and re
 edges (``VarRelayManager::add_relay_group``), with no lock. A training step's first compile
 holds several such products that share a variable (a layer's forward product and its input
 gradient both read the weight), so two workers can edit one variable's edge list at once.
-That race fits a failure seen at random on a cold kernel cache, where a fused product's
-operators had lost their inputs: ``Compile fused operator ... [broadcast_to (no inputs),
-broadcast_to (no inputs), multiply, sum] ... Check failed: member.size() <= var_num``, after
-which every sync fails the same way.
+That race, read from Jittor's source and not reproduced, fits a failure seen once at random
+on a cold kernel cache, where a fused product's operators had lost their inputs: ``Compile
+fused operator ... [broadcast_to (no inputs), broadcast_to (no inputs), multiply, sum] ...
+Check failed: member.size() <= var_num``, after which every sync fails the same way.
 
-The patch holds one mutex around the tuners in ``TunerManager::tune``. The tuners only edit
-the graph and pick loop options; the compilers still run in parallel, and every kernel comes
-out as before. Run it after installing Jittor and before its first import (which builds
-Jittor's core from these sources); ``make install`` does. It changes nothing when the mutex is
-already there, and refuses a Jittor whose source does not read as 1.3.11's.
+This is an opt-in edit of the installed Jittor; nothing runs it by default. Jittor's own switch
+``use_parallel_op_compiler=0`` (an environment variable) also runs the tuners one at a time,
+but compiles every kernel serially: 1.56x the time of a cold first training step on 2 cores
+(docs/BENCHMARKS.md). The patch holds one mutex around the tuners in ``TunerManager::tune``
+only; the compilers still run in parallel, and every kernel comes out as before. Jittor
+rebuilds that one file into its core at its next import (seconds); a reinstall of Jittor drops
+the edit. It changes nothing when the mutex is already there, and refuses a Jittor whose source
+does not read as 1.3.11's.
 
     python tools/patch_jittor.py [--check | --revert]
 """

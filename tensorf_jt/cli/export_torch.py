@@ -30,7 +30,7 @@ def export_reference_checkpoint(ckpt_path: str, out_path: str) -> str:
         raise ConfigError(f"The folder of --out '{out_path}' does not exist; create it first.")
     model, _ = load_checkpoint(ckpt_path)
     save_torch_checkpoint(to_reference(model), out_path)
-    return type(model).__name__
+    return model.model_name
 
 
 def _main(argv: list[str]) -> int:

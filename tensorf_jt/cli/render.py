@@ -37,7 +37,7 @@ from tensorf_jt.errors import ConfigError
 from tensorf_jt.runtime import setup
 
 if TYPE_CHECKING:
-    from tensorf_jt.models import TensorBase
+    from tensorf_jt.models import TensoRFModel
 
 # Flags whose value we take from the checkpoint's training run unless given explicitly.
 _INHERITED = ("dataset_name", "datadir", "downsample_train", "downsample_test",
@@ -63,37 +63,40 @@ def render_checkpoint(config: RunConfig, explicit: set[str] = frozenset(), rende
     ckpt_path = config.model.ckpt
     if not ckpt_path:
         raise ConfigError("--ckpt is required: the checkpoint (.th) to render.")
-    model, ckpt = load_checkpoint(ckpt_path, config.model.model_name)
+    model, ckpt = load_checkpoint(ckpt_path, config.model.model_name, explicit_ndc(config, explicit))
     if "kernels" in explicit:
         model.kernels = config.runtime.kernels
     results = {}
     if config.render.export_mesh:
         results["mesh"] = export_checkpoint_mesh(model, ckpt_path)
-    if not render:
+    if not (render and config.render.renders_anything):
         return results
-    if config.render.renders_anything:
-        config = training_scene(config, ckpt, explicit)
+    config = training_scene(config, ckpt, explicit)
     data, chunk = config.data, config.render.chunk_size
-    if config.render.renders_anything:
-        prepare_dataset(data)
+    prepare_dataset(data)
     folders = render_folders(config, ckpt, layout)
     for split, wanted in (("train", config.render.render_train), ("test", config.render.render_test)):
         if not wanted:
             continue
         dataset = load_split(data, split, is_stack=True)
         summary = evaluate(dataset, model, folders[split], white_bg=dataset.white_bg or data.white_bkgd,
-                           chunk=chunk, ndc_ray=data.ndc_ray, compute_extra_metrics=config.render.compute_extra_metrics)
+                           chunk=chunk, compute_extra_metrics=config.render.compute_extra_metrics)
         results[split] = summary
         print(f"{split}: {len(summary['views'])} views, {metrics_line(summary)} -> {folders[split]}")
     if config.render.render_path:
         dataset = load_split(data, "test", is_stack=True)
         results["path"] = evaluate_path(dataset, model, folders["path"], white_bg=dataset.white_bg or data.white_bkgd,
-                                        ndc_ray=data.ndc_ray, chunk=chunk)
+                                        chunk=chunk)
         print(f"path: {results['path']['frames']} frames, {results['path']['video']}")
     if config.render.camera_path:
         results["camera_path"] = render_camera_path(config, model, config.render.camera_path)
         print(f"camera path: {results['camera_path']['frames']} frames, {results['camera_path']['video']}")
     return results
+
+
+def explicit_ndc(config: RunConfig, explicit: set[str]) -> bool | None:
+    """``--ndc_ray`` where the user gave it; None: as the checkpoint's run was trained."""
+    return config.data.ndc_ray if "ndc_ray" in explicit else None
 
 
 def training_scene(config: RunConfig, ckpt: dict, explicit: set[str] = frozenset()) -> RunConfig:
@@ -110,7 +113,7 @@ def training_scene(config: RunConfig, ckpt: dict, explicit: set[str] = frozenset
                                 if name not in explicit and name in trained_with})
 
 
-def render_camera_path(config: RunConfig, model: TensorBase, path_file: str) -> dict:
+def render_camera_path(config: RunConfig, model: TensoRFModel, path_file: str) -> dict:
     """Render a viewer camera-path file into ``imgs_{file name}/`` next to the checkpoint: frames,
     RGB+depth frames (``rgbd/``), and the two videos. The training split gives the scene's ray
     conventions (NDC, direction normalisation) and the depth colour map's range."""
@@ -127,8 +130,7 @@ def render_camera_path(config: RunConfig, model: TensorBase, path_file: str) -> 
     width, height = camera_path.width, camera_path.height
     frames = (cameras.rays_for_model_pose(camera.c2w, camera.fov_y, width, height) for camera in camera_path.frames)
     rendered = render_frames(model, frames, (width, height), dataset.near_far, save_dir, "camera-path videos",
-                             white_bg=dataset.white_bg or config.data.white_bkgd, ndc_ray=config.data.ndc_ray,
-                             chunk=config.render.chunk_size)
+                             white_bg=dataset.white_bg or config.data.white_bkgd, chunk=config.render.chunk_size)
     return {**rendered, "folder": save_dir}
 
 
@@ -169,7 +171,7 @@ def run_name(config: RunConfig, ckpt: dict) -> str:
     return stem if extension == ".th" else os.path.basename(config.model.ckpt)
 
 
-def export_checkpoint_mesh(model: TensorBase, ckpt_path: str) -> dict:
+def export_checkpoint_mesh(model: TensoRFModel, ckpt_path: str) -> dict:
     """Write the model's mesh next to its checkpoint as ``{ckpt without .th}.ply``."""
     from tensorf_jt.evaluation.mesh import export_mesh
 

@@ -38,7 +38,7 @@ def _main(argv: list[str]) -> int:
             render_checkpoint(config, explicit, render=config.render.render_only, layout="reference")
         return 0
     from tensorf_jt.runtime import distributed
-    from tensorf_jt.training.trainer import train
+    from tensorf_jt.training.run import train
     with jittor_error_hints(config, "preparing training"):  # the trainer names the iteration once it runs
         result = train(config, explicit)
     if not distributed.is_main():  # under mpirun, rank 0 reports for all, and its status is the job's

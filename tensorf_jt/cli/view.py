@@ -24,7 +24,7 @@ SERVICE_SLICE_S = 0.05  # rendering time between polls for new camera positions
 
 def open_checkpoint_viewer(config: RunConfig, explicit: set[str] = frozenset()):
     """Load ``config.model.ckpt`` and start its viewer; returns (viewer, model)."""
-    from tensorf_jt.cli.render import training_scene
+    from tensorf_jt.cli.render import explicit_ndc, training_scene
     from tensorf_jt.dataLoader import load_split, prepare_dataset
     from tensorf_jt.formats.checkpoint import load_checkpoint
     from tensorf_jt.viewer.frames import RenderSettings
@@ -35,10 +35,10 @@ def open_checkpoint_viewer(config: RunConfig, explicit: set[str] = frozenset()):
     if not ckpt_path:
         raise ConfigError("--ckpt is required: the checkpoint (.th) to view.")
     check_port_free(config.viewer.viewer_host, config.viewer.viewer_port)
-    model, ckpt = load_checkpoint(ckpt_path, config.model.model_name)
+    model, ckpt = load_checkpoint(ckpt_path, config.model.model_name, explicit_ndc(config, explicit))
     if "kernels" in explicit:
         model.kernels = config.runtime.kernels
-    scene = SceneView(cameras=None, thumbnails=[], near_far=tuple(float(v) for v in model.near_far))
+    scene = SceneView(cameras=None, thumbnails=[], near_far=tuple(float(v) for v in model.sampler.near_far))
     try:
         config = training_scene(config, ckpt, explicit)
         prepare_dataset(config.data)
@@ -48,8 +48,7 @@ def open_checkpoint_viewer(config: RunConfig, explicit: set[str] = frozenset()):
     except (ConfigError, DatasetError) as err:
         warnings.warn(f"Showing the model without its training cameras: {err}")
         white_bg = config.data.white_bkgd or not config.data.ndc_ray
-    settings = RenderSettings(white_bg=white_bg, ndc_ray=config.data.ndc_ray,
-                              chunk=min(config.render.chunk_size, 4096), near_far=scene.near_far)
+    settings = RenderSettings(white_bg=white_bg, chunk=min(config.render.chunk_size, 4096), near_far=scene.near_far)
     output_dir = os.path.join(os.path.dirname(os.path.abspath(ckpt_path)), "viewer")
     model_box, mask_box = model_boxes(model)
     viewer = Viewer(scene, settings, output_dir, host=config.viewer.viewer_host, port=config.viewer.viewer_port,

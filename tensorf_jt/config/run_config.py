@@ -92,9 +92,6 @@ class ModelConfig:
     alpha_mask_thre: float  # alphaMask_thres
     step_ratio: float
     nSamples: int  # upper bound on samples per ray (1e6: set by the grid alone)
-    contraction: str  # unbounded scenes: the contraction's norm (scene_contraction)
-    appearance_dim: int  # per-view appearance codes (0: none)
-    refine_poses: int  # 1: per-view pose corrections
     importance_samples: int  # unbounded scenes: samples per ray placed by a density-only first pass (0: off)
     ckpt: Optional[str]  # model to start training from, or to render
 
@@ -122,7 +119,6 @@ class ScheduleConfig:
     upsamp_list: Tuple[int, ...]
     update_AlphaMask_list: Tuple[int, ...]
     distortion_weight: float  # unbounded scenes: mip-NeRF 360's distortion loss
-    shading_roulette: float  # unbounded scenes: faint samples shaded at random below this weight
 
     @property
     def decay_iters(self) -> int:
@@ -306,16 +302,6 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError("unbounded = 1 contracts the space around a foreground box, but ndc_ray = 1 maps a "
                           "forward-facing scene into NDC: use one or the other (a capture around its object: "
                           "ndc_ray = 0, unbounded = 1).")
-    if model.contraction not in ("inf", "l2"):
-        raise ConfigError(f"contraction must be 'inf' or 'l2', got '{model.contraction}'.")
-    if model.appearance_dim < 0:
-        raise ConfigError(f"appearance_dim must be 0 (no appearance codes) or positive, got {model.appearance_dim}.")
-    if model.refine_poses not in (0, 1):
-        raise ConfigError(f"refine_poses must be 0 (off) or 1 (learn a pose correction per view), got "
-                          f"{model.refine_poses}.")
-    if model.refine_poses and data.ndc_ray:
-        raise ConfigError("refine_poses = 1 corrects world-space camera poses, but ndc_ray = 1 trains on NDC rays: "
-                          "set refine_poses = 0 for a forward-facing NDC scene.")
     if model.importance_samples < 0:
         raise ConfigError(f"importance_samples must be 0 (off) or positive, got {model.importance_samples}.")
     if model.importance_samples and data.ndc_ray:
@@ -326,8 +312,6 @@ def _validate(config: RunConfig) -> None:
                           "importance_samples replaces: set one of them to 0.")
     if schedule.distortion_weight < 0:
         raise ConfigError(f"distortion_weight must not be negative, got {schedule.distortion_weight}.")
-    if not 0 <= schedule.shading_roulette < 1:
-        raise ConfigError(f"shading_roulette must be 0 (off) or a weight below 1, got {schedule.shading_roulette}.")
     if render.N_vis != 0 and render.vis_every <= 0:
         raise ConfigError(f"vis_every must be positive when N_vis is not 0, got {render.vis_every}.")
     if data.downsample_train <= 0 or (data.downsample_test is not None and data.downsample_test <= 0):
@@ -393,6 +377,13 @@ def resumed(config: RunConfig, explicit: set[str], saved: Mapping[str, Any]) -> 
     Any other explicitly set flag must equal the saved value: a resumed run is the same run.
     Flags newer than the state file keep their value from ``config``.
     """
+    from tensorf_jt.config.flags import RETIRED_FLAGS, RETIRED_DEFAULTS
+
+    used = [name for name in RETIRED_FLAGS if name in saved and saved[name] != RETIRED_DEFAULTS[name]]
+    if used:
+        raise ConfigError(f"The saved run was trained with --{used[0]} {saved[used[0]]}, which is no longer an "
+                          f"option ({RETIRED_FLAGS[used[0]]}); it cannot go on the same way. Start a new run "
+                          "without --resume (its checkpoint still renders).")
     current = config.to_flags()
     merged = {**current, **{name: value for name, value in saved.items() if name in current}}
     conflicts = []

@@ -19,7 +19,7 @@ pixel centres, poses converted to OpenCV. A file that carries ``aabb`` ([[xmin, 
 [xmax, ymax, zmax]]) and ``near_far`` ([near, far]) -- ``tools/colmap_to_transforms.py``
 fits both to the capture -- uses those instead; the ``scene_bbox``/``near_far`` arguments
 (the ``--scene_bbox``/``--near_far`` flags) override either. ``"unbounded": true`` marks a
-capture with its room (``dataLoader.scene_mode``), and ``foreground_aabb`` is then the box
+capture with its room (``models.factory.scene_space``), and ``foreground_aabb`` is then the box
 the unbounded mode models finest (default: ``aabb``; ``--scene_bbox`` overrides both).
 Other differences: ``fl_x``/``fl_y`` are read when present (the reference needs the
 angles); ``camera_angle_y`` or ``fl_y`` may be missing (then fy = fx); the principal point

@@ -31,20 +31,15 @@ class RaySource(Protocol):
 
     def rgbs_at(self, ray_ids: np.ndarray) -> np.ndarray: ...
 
-    def views_at(self, ray_ids: np.ndarray) -> np.ndarray: ...
-
 
 class ArrayRays:
-    """A ``RaySource`` over rays [N, 6] and colours [N, 3] already in memory, and the view each
-    ray belongs to (``views`` [N]; all view 0 without it)."""
+    """A ``RaySource`` over rays [N, 6] and colours [N, 3] already in memory."""
 
-    def __init__(self, rays: np.ndarray, rgbs: np.ndarray, views: np.ndarray | None = None) -> None:
+    def __init__(self, rays: np.ndarray, rgbs: np.ndarray) -> None:
         if rays.shape[0] != rgbs.shape[0]:
             raise DatasetError(f"{rays.shape[0]} rays but {rgbs.shape[0]} colours.")
         self.rays = np.ascontiguousarray(rays, dtype=np.float32)
         self.rgbs = np.ascontiguousarray(rgbs, dtype=np.float32)
-        self.views = (np.zeros(self.rays.shape[0], np.int32) if views is None
-                      else np.ascontiguousarray(views, dtype=np.int32))
         self.n_rays = self.rays.shape[0]
 
     def rays_at(self, ray_ids: np.ndarray) -> np.ndarray:
@@ -52,9 +47,6 @@ class ArrayRays:
 
     def rgbs_at(self, ray_ids: np.ndarray) -> np.ndarray:
         return self.rgbs[ray_ids]
-
-    def views_at(self, ray_ids: np.ndarray) -> np.ndarray:
-        return self.views[ray_ids]
 
 
 def compact_ids(ids: np.ndarray, limit: int) -> np.ndarray:
@@ -70,14 +62,11 @@ class RayBatchDataset(Dataset):
     drawn from a permutation of that list, as the reference draws from its filtered arrays.
     ``part`` = (i, n) (data-parallel training) keeps only the i-th of n equal consecutive
     shares of every batch: each process draws the same batches and serves its own share.
-    ``with_views`` adds a third Var to every batch: each ray's view number [B] (int32), for
-    models that learn something per training view.
     """
 
     def __init__(self, source: RaySource, batch_size: int, seed: int = 0, rows: np.ndarray | None = None,
-                 part: tuple[int, int] = (0, 1), with_views: bool = False) -> None:
+                 part: tuple[int, int] = (0, 1)) -> None:
         super().__init__()
-        self.with_views = with_views
         if batch_size <= 0:
             raise ConfigError(f"batch_size must be positive, got {batch_size}.")
         self.source = source
@@ -115,11 +104,9 @@ class RayBatchDataset(Dataset):
             ids = ids[self.share]
         return ids if self.rows is None else self.rows[ids]
 
-    def __getitem__(self, batch_index: int) -> tuple[np.ndarray, ...]:
+    def __getitem__(self, batch_index: int) -> tuple[np.ndarray, np.ndarray]:
         """Batch ``batch_index`` of the current epoch (the first call draws the epoch's permutation)."""
         ids = self.ray_ids(batch_index)
-        if self.with_views:
-            return self.source.rays_at(ids), self.source.rgbs_at(ids), self.source.views_at(ids)
         return self.source.rays_at(ids), self.source.rgbs_at(ids)
 
     def __iter__(self) -> Iterator[tuple]:

@@ -22,7 +22,7 @@ so near/far trim the box where no camera saw anything in front (floaters near th
 
 A capture around its object that sees beyond its box (``sees_beyond_box``: many sparse
 points outside it, or cameras standing in it) holds a room or landscape too: the converter
-marks it unbounded (``dataLoader.scene_mode``) and writes a foreground box for the unbounded
+marks it unbounded (``models.factory.scene_space``) and writes a foreground box for the unbounded
 mode (``foreground_box``): the object the cameras orbit, not the room the fitted box also holds.
 Only numpy is imported here.
 """

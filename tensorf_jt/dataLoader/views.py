@@ -218,10 +218,6 @@ class ViewDataset:
         views, pixels = np.divmod(np.asarray(ray_ids, dtype=np.int64), self._pixels.shape[1])
         return self._colours(self._pixels[views, pixels])
 
-    def views_at(self, ray_ids: np.ndarray) -> np.ndarray:
-        """The view number [M] int32 of global ray numbers ``ray_ids`` [M]."""
-        return (np.asarray(ray_ids, dtype=np.int64) // self._pixels.shape[1]).astype(np.int32)
-
     def view_rays(self, view: int) -> np.ndarray:
         """Rays [H*W, 6] float32 of view ``view``."""
         return self._rays(self._poses[view], self._directions)

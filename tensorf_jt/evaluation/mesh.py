@@ -17,7 +17,7 @@ import jittor as jt
 from skimage import measure
 
 from tensorf_jt.errors import CheckpointError
-from tensorf_jt.models import TensorBase
+from tensorf_jt.models import TensoRFModel
 
 LEVEL = 0.005  # the reference's iso-level on alpha
 
@@ -31,18 +31,16 @@ class Mesh:
     colors: np.ndarray
 
 
-def extract_surface(model: TensorBase, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def extract_surface(model: TensoRFModel, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Iso-surface of the model's opacity on its own grid -> vertices (world), faces, outward normals.
 
-    The grid's points span the box corner to corner, so the voxel size is extent / (N - 1).
-    scikit-image's normals are gradients in index space; dividing by the voxel size turns
-    them into world-space normals (they differ when voxels are not cubes).
+    The grid's points span the foreground box (``Sampler.foreground``: the grid's box, or an
+    unbounded scene's foreground) corner to corner, so the voxel size is extent / (N - 1).
+    scikit-image's normals are gradients in index space; dividing by the voxel size, and by
+    the scale from model space to the world, turns them into world-space normals.
     """
-    # An unbounded model's surface is its foreground's: model space [-1, 1]^3, where contraction
-    # is the identity up to the box's scale; its background shell is no object.
-    box = model.aabb if not model.unbounded else np.array([[-1.0] * 3, [1.0] * 3], dtype=np.float32)
-    alpha, _ = model.getDenseAlpha(box=box) if model.unbounded else model.getDenseAlpha()
-    alpha = alpha.numpy()
+    box, scale, offset = model.sampler.foreground()
+    alpha = model.dense_alpha(box).numpy()
     peak = float(alpha.max())
     if not float(alpha.min()) < level < peak:
         raise CheckpointError(
@@ -51,19 +49,15 @@ def extract_surface(model: TensorBase, level: float = LEVEL) -> tuple[np.ndarray
             "Export a trained checkpoint.")
     voxel = (box[1] - box[0]) / (np.asarray(alpha.shape, dtype=np.float32) - 1)
     verts, faces, normals, _ = measure.marching_cubes(alpha, level=level, spacing=tuple(float(v) for v in voxel))
-    normals = normals / voxel
-    if model.unbounded:
-        normals = normals / model.contraction.half_size  # model space is the world box scaled per axis
-        verts = model.contraction.to_world(verts + box[0])
-    else:
-        verts = verts + box[0]
+    normals = normals / voxel / scale
+    verts = np.asarray(verts + box[0], dtype=np.float64) * scale + offset
     normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
     vertices = verts.astype(np.float32)
     # scikit-image winds triangles clockwise seen from the low-opacity side (outside here).
     return vertices, np.ascontiguousarray(faces[:, ::-1], dtype=np.int32), normals.astype(np.float32)
 
 
-def vertex_colors(model: TensorBase, vertices: np.ndarray, normals: np.ndarray, chunk: int = 65536) -> np.ndarray:
+def vertex_colors(model: TensoRFModel, vertices: np.ndarray, normals: np.ndarray, chunk: int = 65536) -> np.ndarray:
     """Appearance colour [V, 3] uint8 at world points, seen looking into the surface.
 
     The shading MLP is view-dependent and was only ever trained with the directions of
@@ -73,15 +67,15 @@ def vertex_colors(model: TensorBase, vertices: np.ndarray, normals: np.ndarray, 
     colors = []
     with jt.no_grad():
         for start in range(0, vertices.shape[0], chunk):
-            points = model.normalize_coord(model.model_points(jt.array(vertices[start:start + chunk])))
+            points = model.field.normalize_coord(model.sampler.to_model(jt.array(vertices[start:start + chunk])))
             viewdirs = jt.array(-normals[start:start + chunk])
-            rgb = model.shade(points, viewdirs)
+            rgb = model.field.shade(points, viewdirs)
             colors.append(rgb.numpy())
     rgb = np.concatenate(colors) if colors else np.zeros((0, 3), np.float32)
     return np.round(np.clip(rgb, 0.0, 1.0) * 255).astype(np.uint8)
 
 
-def extract_mesh(model: TensorBase, level: float = LEVEL) -> Mesh:
+def extract_mesh(model: TensoRFModel, level: float = LEVEL) -> Mesh:
     """The model's coloured iso-surface (see ``extract_surface`` and ``vertex_colors``)."""
     vertices, faces, normals = extract_surface(model, level)
     return Mesh(vertices, faces, normals, vertex_colors(model, vertices, normals))
@@ -115,7 +109,7 @@ def write_ply(path: str, vertices: np.ndarray, faces: np.ndarray, colors: np.nda
         handle.write(face_rows.tobytes())
 
 
-def export_mesh(model: TensorBase, path: str, level: float = LEVEL) -> Mesh:
+def export_mesh(model: TensoRFModel, path: str, level: float = LEVEL) -> Mesh:
     """Extract the model's coloured mesh and write it to ``path`` (PLY); returns the mesh."""
     mesh = extract_mesh(model, level)
     write_ply(path, mesh.vertices, mesh.faces, mesh.colors)

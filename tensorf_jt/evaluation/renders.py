@@ -38,21 +38,20 @@ from tensorf_jt.errors import ConfigError
 from tensorf_jt.evaluation.lpips import MIN_SIZE as LPIPS_MIN_SIZE, lpips_distance
 from tensorf_jt.evaluation.metrics import mean_abs_depth_error, psnr, ssim
 from tensorf_jt.formats.lpips_weights import INSTALL_COMMAND, weights_folder
-from tensorf_jt.models import TensorBase
+from tensorf_jt.models import TensoRFModel
 from tensorf_jt.evaluation.video import ffmpeg_available, write_video
 from tensorf_jt.evaluation.visualize import depth_to_rgb
 
 
-def render_rays(model: TensorBase, rays: np.ndarray, chunk: int = 4096, N_samples: int = -1,
-                white_bg: bool = True, ndc_ray: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def render_rays(model: TensoRFModel, rays: np.ndarray, chunk: int = 4096, N_samples: int = -1,
+                white_bg: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Render rays [N, 6] in chunks without gradients -> rgb [N, 3], depth [N] (numpy float32)."""
     rgbs, depths = [], []
     with jt.no_grad():
         for start in range(0, rays.shape[0], chunk):
-            rgb, depth = model(jt.array(rays[start:start + chunk]), white_bg=white_bg, is_train=False,
-                               ndc_ray=ndc_ray, N_samples=N_samples)
-            rgbs.append(rgb.numpy())
-            depths.append(depth.numpy())
+            output = model(jt.array(rays[start:start + chunk]), white_bg=white_bg, n_samples=N_samples)
+            rgbs.append(output.rgb.numpy())
+            depths.append(output.depth.numpy())
     if not rgbs:
         return np.zeros((0, 3), np.float32), np.zeros((0,), np.float32)
     return np.concatenate(rgbs), np.concatenate(depths)
@@ -92,9 +91,9 @@ def extra_metrics(rgb: np.ndarray, gt_rgb: np.ndarray, with_lpips: bool) -> dict
     return record
 
 
-def evaluate(dataset, model: TensorBase, save_dir: str, N_vis: int = -1, prefix: str = "",
+def evaluate(dataset, model: TensoRFModel, save_dir: str, N_vis: int = -1, prefix: str = "",
              N_samples: int = -1, white_bg: bool = True, compute_extra_metrics: bool = True,
-             chunk: int = 4096, show_progress: bool = True, ndc_ray: bool = False) -> dict:
+             chunk: int = 4096, show_progress: bool = True) -> dict:
     """Render views of a stacked dataset split, save them, and score them against its images.
 
     ``N_vis`` > 0 renders every (len // N_vis)-th view only, as the reference does for its
@@ -116,7 +115,7 @@ def evaluate(dataset, model: TensorBase, save_dir: str, N_vis: int = -1, prefix:
         print(f"note: LPIPS is not computed: {lpips_missing}.")
     views, rgb_frames, depth_frames = [], [], []
     for idx, view in enumerate(tqdm(view_ids, desc="rendering", leave=False, disable=not show_progress)):
-        rgb, depth = render_rays(model, dataset.view_rays(view), chunk, N_samples, white_bg, ndc_ray=ndc_ray)
+        rgb, depth = render_rays(model, dataset.view_rays(view), chunk, N_samples, white_bg)
         rgb = np.clip(rgb.reshape(height, width, 3), 0.0, 1.0)
         depth = depth.reshape(height, width)
         gt_rgb = dataset.view_rgbs(view).reshape(height, width, 3)
@@ -151,8 +150,8 @@ def evaluate(dataset, model: TensorBase, save_dir: str, N_vis: int = -1, prefix:
     return summary
 
 
-def evaluate_path(dataset, model: TensorBase, save_dir: str, N_samples: int = -1, white_bg: bool = True,
-                  ndc_ray: bool = False, chunk: int = 4096, show_progress: bool = True) -> dict:
+def evaluate_path(dataset, model: TensoRFModel, save_dir: str, N_samples: int = -1, white_bg: bool = True,
+                  chunk: int = 4096, show_progress: bool = True) -> dict:
     """Render the dataset's camera path and save its frames and videos.
 
     ``dataset.render_path`` holds the camera-to-world poses [K, 4, 4]; ``dataset.rays_for_pose``
@@ -165,11 +164,11 @@ def evaluate_path(dataset, model: TensorBase, save_dir: str, N_samples: int = -1
     frames = (dataset.rays_for_pose(c2w) for c2w in tqdm(poses, desc="rendering path", leave=False,
                                                            disable=not show_progress))
     return render_frames(model, frames, dataset.img_wh, dataset.near_far, save_dir, "path videos", N_samples=N_samples,
-                         white_bg=white_bg, ndc_ray=ndc_ray, chunk=chunk)
+                         white_bg=white_bg, chunk=chunk)
 
 
-def render_frames(model: TensorBase, frame_rays: Iterable[np.ndarray], size_wh: tuple[int, int], near_far,
-                  save_dir: str, what: str, N_samples: int = -1, white_bg: bool = True, ndc_ray: bool = False,
+def render_frames(model: TensoRFModel, frame_rays: Iterable[np.ndarray], size_wh: tuple[int, int], near_far,
+                  save_dir: str, what: str, N_samples: int = -1, white_bg: bool = True,
                   chunk: int = 4096) -> dict:
     """Render a camera path given as each frame's rays [W*H, 6] into ``save_dir``, as the reference
     lays out its path: ``{idx:03d}.png``, ``rgbd/{idx:03d}.png`` (RGB beside the depth coloured
@@ -179,7 +178,7 @@ def render_frames(model: TensorBase, frame_rays: Iterable[np.ndarray], size_wh: 
     width, height = size_wh
     rgb_frames, depth_frames = [], []
     for idx, rays in enumerate(frame_rays):
-        rgb, depth = render_rays(model, rays, chunk, N_samples, white_bg, ndc_ray=ndc_ray)
+        rgb, depth = render_rays(model, rays, chunk, N_samples, white_bg)
         rgb8 = np.round(np.clip(rgb.reshape(height, width, 3), 0.0, 1.0) * 255).astype(np.uint8)
         depth_rgb = depth_to_rgb(depth.reshape(height, width), near_far)
         iio.imwrite(os.path.join(save_dir, f"{idx:03d}.png"), rgb8)

@@ -1,10 +1,11 @@
 """Checkpoints: the reference's ``.th`` contents, written with ``jt.save``, read back as Vars.
 
-A checkpoint is a dict with the reference's keys -- ``kwargs`` (what the constructor needs),
-``state_dict``, and for a trained alpha grid ``alphaMask.shape`` / ``alphaMask.mask`` (bits
-packed with numpy) / ``alphaMask.aabb`` -- plus ``model_name``, ``format``, ``kernels`` (the
-model's implementation, ``TensorBase.kernels``) and ``train_args`` (the flags of the run, so
-``render.py`` needs nothing but the file). Reading goes through an allow-list unpickler
+A checkpoint is a dict with the reference's keys -- ``kwargs`` (what ``models.factory.compose``
+needs: the reference's constructor arguments, plus an unbounded model's contraction),
+``state_dict`` (the field's tensors), and for a trained alpha grid ``alphaMask.shape`` /
+``alphaMask.mask`` (bits packed with numpy) / ``alphaMask.aabb`` -- plus ``model_name``,
+``format``, ``kernels`` (the model's implementation, ``TensoRFModel.kernels``) and
+``train_args`` (the flags of the run, so ``render.py`` needs nothing but the file). Reading goes through an allow-list unpickler
 (``safe_pickle``) and every value is checked (``checkpoint_checks``) before the model is built.
 
 Loading rebuilds the model from ``kwargs`` first, so every tensor already has its final shape,
@@ -23,24 +24,24 @@ import jittor as jt
 
 from tensorf_jt.rendering.alpha_grid import AlphaGridMask
 from tensorf_jt.errors import CheckpointError, ConfigError
-from tensorf_jt.formats.checkpoint_checks import check_alpha_mask, check_checkpoint
+from tensorf_jt.formats.checkpoint_checks import check_alpha_mask, check_checkpoint, without_retired_options
 from tensorf_jt.formats.file_modes import share_like_open
 from tensorf_jt.formats.safe_pickle import RefusedGlobal, read_jittor_pickle
-from tensorf_jt.models import MODELS, TensorBase
+from tensorf_jt.models import MODELS, TensoRFModel, compose
 from tensorf_jt.formats.reference_checkpoint import from_reference
 from tensorf_jt.formats.torch_format import is_torch_checkpoint, load_torch_checkpoint
 
 FORMAT = "tensorf_jt/1"
 
 
-def checkpoint_dict(model: TensorBase, train_args: dict | None = None) -> dict:
+def checkpoint_dict(model: TensoRFModel, train_args: dict | None = None) -> dict:
     """The checkpoint contents of ``model``; every tensor in it is a ``jt.Var``."""
     ckpt = {
         "format": FORMAT,
-        "model_name": type(model).__name__,
+        "model_name": model.model_name,
         "kernels": model.kernels,
         "kwargs": model.get_kwargs(),
-        "state_dict": {name: var.clone() for name, var in model.state_dict().items()},
+        "state_dict": {name: var.clone() for name, var in model.field.state_dict().items()},
     }
     if model.alphaMask is not None:
         ckpt.update(model.alphaMask.packed())
@@ -80,7 +81,7 @@ def save_atomically(obj: object, path: str) -> str:
     return path
 
 
-def save_checkpoint(model: TensorBase, path: str, train_args: dict | None = None) -> str:
+def save_checkpoint(model: TensoRFModel, path: str, train_args: dict | None = None) -> str:
     """Write ``model``'s checkpoint to ``path`` atomically (see ``save_atomically``)."""
     return save_atomically(checkpoint_dict(model, train_args), path)
 
@@ -116,39 +117,46 @@ def read_pickled(path: str, what: str, damaged: str = "is corrupted or not a Jit
         raise CheckpointError(f"{what} {damaged} ({err}).") from None
 
 
-def model_from_checkpoint(ckpt: dict, model_name: str | None = None, source: str = "checkpoint") -> TensorBase:
+def model_from_checkpoint(ckpt: dict, model_name: str | None = None, source: str = "checkpoint",
+                          ndc_ray: bool | None = None) -> TensoRFModel:
     """Rebuild the model a checkpoint dict describes and load its tensors, strictly.
 
     Every value is checked first (``checkpoint_checks``), so a damaged or foreign file gets a
     message naming its key; the tensors are built at their final shapes only after that.
+    ``ndc_ray`` says whether the model renders NDC rays (forward-facing scenes); None: as the
+    run that wrote the checkpoint was trained (its ``train_args``; no NDC without them).
     """
+    ckpt = without_retired_options(ckpt, source)
     check_checkpoint(ckpt, source)
     name = ckpt.get("model_name", model_name)
     if name not in MODELS:
         raise CheckpointError(f"{source} holds a '{name}' model; this build supports {', '.join(MODELS)}.")
+    if ndc_ray is None:
+        train_args = ckpt.get("train_args")
+        ndc_ray = bool(train_args.get("ndc_ray", 0)) if isinstance(train_args, dict) else False
     try:
-        model = MODELS[name](**ckpt["kwargs"])
+        model = compose(name, ckpt["kwargs"], ckpt.get("kernels", "fused"), ndc_ray)
     except ConfigError as err:
         raise CheckpointError(f"{source}: {err}") from None
     except TypeError as err:  # a kwargs key the constructor does not take
         raise CheckpointError(f"{source}: its kwargs do not fit a {name} ({err}).") from None
-    model.kernels = ckpt.get("kernels", model.kernels)
     load_state(model, ckpt["state_dict"], source)
     alpha_mask = check_alpha_mask(ckpt, source)
     if alpha_mask is not None:
         grid, bits, aabb = alpha_mask
-        model.alphaMask = AlphaGridMask.unpacked(grid, bits, jt.array(aabb))
+        model.field.alphaMask = AlphaGridMask.unpacked(grid, bits, jt.array(aabb))
     return model
 
 
-def load_state(model: TensorBase, state_dict: dict, source: str = "checkpoint") -> None:
-    """Copy every tensor of ``state_dict`` into ``model``; refuse missing, extra or mis-shaped entries."""
-    own = model.state_dict()
+def load_state(model: TensoRFModel, state_dict: dict, source: str = "checkpoint") -> None:
+    """Copy every tensor of ``state_dict`` into ``model``'s field; refuse missing, extra or
+    mis-shaped entries."""
+    own = model.field.state_dict()
     missing = sorted(set(own) - set(state_dict))
     unexpected = sorted(set(state_dict) - set(own))
     if missing or unexpected:
         raise CheckpointError(
-            f"{source} does not match a {type(model).__name__} with these settings: "
+            f"{source} does not match a {model.model_name} with these settings: "
             f"missing {missing or 'nothing'}, unexpected {unexpected or 'nothing'}.")
     for name, target in own.items():
         value = state_dict[name]
@@ -159,7 +167,7 @@ def load_state(model: TensorBase, state_dict: dict, source: str = "checkpoint") 
         target.update(value.float32())
 
 
-def load_checkpoint(path: str, model_name: str | None = None) -> tuple[TensorBase, dict]:
-    """Model and raw dict of the checkpoint at ``path``."""
+def load_checkpoint(path: str, model_name: str | None = None, ndc_ray: bool | None = None) -> tuple[TensoRFModel, dict]:
+    """Model and raw dict of the checkpoint at ``path`` (``ndc_ray``: as ``model_from_checkpoint``)."""
     ckpt = read_checkpoint(path)
-    return model_from_checkpoint(ckpt, model_name, source=f"Checkpoint '{path}'"), ckpt
+    return model_from_checkpoint(ckpt, model_name, source=f"Checkpoint '{path}'", ndc_ray=ndc_ray), ckpt

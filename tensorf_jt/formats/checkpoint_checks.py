@@ -21,8 +21,7 @@ from tensorf_jt.kernels import KERNELS
 MAX_VOXELS = 2 ** 31 - 1  # grid and alpha-mask voxels (the kernels' int32 indices)
 MAX_COMPONENTS = 4096  # per axis, density or appearance
 MAX_IMPORTANCE_SAMPLES = 4096  # samples per ray of an unbounded model's second pass
-MAX_WIDTH = 65536  # app_dim, featureC, appearance_dim
-MAX_VIEWS = 1_000_000  # training views with per-view corrections
+MAX_WIDTH = 65536  # app_dim, featureC
 MAX_ENCODING_FREQUENCIES = 64  # pos_pe, view_pe, fea_pe
 
 _FLOAT_KWARGS = ("density_shift", "alphaMask_thres", "distance_scale", "rayMarch_weight_thres", "step_ratio")
@@ -127,14 +126,11 @@ def check_model_kwargs(kwargs, source: str) -> None:
     if kwargs.get("shadingMode", SHADING_MODES[0]) not in SHADING_MODES:
         raise CheckpointError(f"{where}.shadingMode '{kwargs['shadingMode']}' is not one of {', '.join(SHADING_MODES)}.")
     _check_contraction(kwargs, where)
-    _check_view_corrections(kwargs, where)
 
 
 def _check_contraction(kwargs: dict, where: str) -> None:
-    """An unbounded model's ``scene_contraction`` (a norm's name) and ``foreground_aabb`` (a box), both or
-    neither, and its ``importance_samples`` (a count, unbounded models only)."""
-    from tensorf_jt.rendering.contraction import NORMS
-
+    """An unbounded model's ``scene_contraction`` ('inf', the norm) and ``foreground_aabb`` (a box), both
+    or neither, and its ``importance_samples`` (a count, unbounded models only)."""
     present = [key for key in ("scene_contraction", "foreground_aabb") if key in kwargs]
     if "importance_samples" in kwargs:
         _integers(kwargs["importance_samples"], 1, f"{where}.importance_samples", 1, MAX_IMPORTANCE_SAMPLES)
@@ -147,20 +143,37 @@ def _check_contraction(kwargs: dict, where: str) -> None:
                               "an unbounded model needs both.")
     if not present:
         return
-    if kwargs["scene_contraction"] not in NORMS:
-        raise CheckpointError(f"{where}.scene_contraction should be one of {', '.join(NORMS)}, "
-                              f"found {_shown(kwargs['scene_contraction'])}.")
+    if kwargs["scene_contraction"] != "inf":
+        raise CheckpointError(f"{where}.scene_contraction should be 'inf', found {_shown(kwargs['scene_contraction'])}.")
     _box(kwargs["foreground_aabb"], f"{where}.foreground_aabb")
 
 
-def _check_view_corrections(kwargs: dict, where: str) -> None:
-    """Per-view corrections: ``appearance_dim`` and ``n_views`` counts, ``refine_poses`` a boolean."""
-    if "appearance_dim" in kwargs:
-        _integers(kwargs["appearance_dim"], 1, f"{where}.appearance_dim", 0, MAX_WIDTH)
-    if "n_views" in kwargs:
-        _integers(kwargs["n_views"], 1, f"{where}.n_views", 0, MAX_VIEWS)
-    if "refine_poses" in kwargs and not isinstance(kwargs["refine_poses"], bool):
-        raise CheckpointError(f"{where}.refine_poses should be True or False, found {_shown(kwargs['refine_poses'])}.")
+def without_retired_options(ckpt: dict, source: str) -> dict:
+    """``ckpt`` as this version reads it, when it was written with an option that is gone.
+
+    A model trained with ``--refine_poses 1`` renders test views at their given poses, so it
+    loads without its pose corrections; one with appearance codes (``--appearance_dim``) or
+    the L2 contraction renders differently without them and is refused.
+    """
+    kwargs = ckpt.get("kwargs")
+    if not isinstance(kwargs, dict):
+        return ckpt
+    if kwargs.get("scene_contraction") == "l2":
+        raise CheckpointError(f"{source} was trained with --contraction l2, which is no longer an option (it "
+                              "lost 3.7 dB to the cube); retrain it without.")
+    codes = _values(kwargs.get("appearance_dim", 0))
+    if codes is None or codes.size != 1 or codes.reshape(-1)[0] != 0:
+        raise CheckpointError(f"{source} was trained with --appearance_dim {_shown(kwargs['appearance_dim'])}, "
+                              "which is no longer an option (it lost 0.2 dB on held-out views); retrain it without.")
+    retired = ("appearance_dim", "refine_poses", "n_views")
+    if not any(key in kwargs for key in retired):
+        return ckpt
+    state_dict = ckpt.get("state_dict")
+    if isinstance(state_dict, dict):
+        state_dict = {name: value for name, value in state_dict.items()
+                      if not (isinstance(name, str) and name.startswith("pose_corrections."))}
+    return {**ckpt, "kwargs": {key: value for key, value in kwargs.items() if key not in retired},
+            "state_dict": state_dict}
 
 
 def check_state_dict(state_dict, source: str) -> None:

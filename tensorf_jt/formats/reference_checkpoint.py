@@ -15,15 +15,9 @@ import collections
 import numpy as np
 
 from tensorf_jt.errors import CheckpointError
-from tensorf_jt.models import TensorBase, TensorVM
+from tensorf_jt.models import TensoRFModel, TensorVM
+from tensorf_jt.models.tensorf_model import REFERENCE_KWARGS
 from tensorf_jt.formats.checkpoint_checks import check_alpha_mask, check_model_kwargs
-
-# The keys of the reference's ``TensorBase.get_kwargs`` (ours has the same ones).
-REFERENCE_KWARGS = (
-    "aabb", "gridSize", "density_n_comp", "appearance_n_comp", "app_dim", "density_shift", "alphaMask_thres",
-    "distance_scale", "rayMarch_weight_thres", "fea2denseAct", "near_far", "step_ratio", "shadingMode",
-    "pos_pe", "view_pe", "fea_pe", "featureC",
-)
 _MLP_PE_DEFECT = (
     "the reference's MLPRender_PE sizes its first layer for 3 raw position values that its forward pass "
     "never passes in, so every reference MLP_PE model crashes at its first batch")
@@ -112,29 +106,22 @@ def _alpha_mask_entries(raw: dict, source: str) -> dict:
             "alphaMask.mask": bits, "alphaMask.aabb": aabb}
 
 
-def to_reference(model: TensorBase) -> dict:
+def to_reference(model: TensoRFModel) -> dict:
     """What the reference's ``TensorBase.save`` would write for ``model``; tensors as ``jt.Var``,
     the packed alpha mask as a numpy array (the reference unpacks it with numpy)."""
-    if model.unbounded:
+    kwargs = model.get_kwargs()
+    if "scene_contraction" in kwargs:
         raise CheckpointError("An unbounded model cannot be exported: the reference has no scene contraction, so it "
                               "would render the contracted grid as if it were the world. Render it here with "
                               "render.py, or train with --unbounded 0 for a checkpoint the reference can use.")
-    if model.appearance_dim:
-        raise CheckpointError("A model with appearance codes cannot be exported: the reference's shading MLP has no "
-                              "inputs for them. Render it here with render.py, or train with --appearance_dim 0 for "
-                              "a checkpoint the reference can use.")
-    if model.shadingMode == "MLP_PE":
+    field = model.field
+    if field.shadingMode == "MLP_PE":
         raise CheckpointError(f"An MLP_PE model cannot be exported: {_MLP_PE_DEFECT}, so no reference code can "
                               "render it.")
-    kwargs = model.get_kwargs()
-    if isinstance(model, TensorVM):
+    if isinstance(field, TensorVM):
         # The reference's TensorVM adds the two counts as numbers (per-axis lists would be concatenated).
-        kwargs["density_n_comp"], kwargs["appearance_n_comp"] = model.density_n_comp[0], model.app_n_comp[0]
-    # Pose corrections belong to the training photos, not the scene: the export leaves them out.
-    for key in ("appearance_dim", "refine_poses", "n_views"):
-        kwargs.pop(key, None)
-    state = [(name, value) for name, value in model.state_dict().items() if not name.startswith("pose_corrections.")]
-    ckpt = {"kwargs": kwargs, "state_dict": collections.OrderedDict(state)}
+        kwargs["density_n_comp"], kwargs["appearance_n_comp"] = field.density_n_comp[0], field.app_n_comp[0]
+    ckpt = {"kwargs": kwargs, "state_dict": collections.OrderedDict(field.state_dict().items())}
     if model.alphaMask is not None:
         packed = model.alphaMask.packed()
         ckpt.update({

@@ -4,7 +4,8 @@
 ``jt.code`` kernels (C++/OpenMP on the CPU, CUDA on the GPU). ``reference`` runs the same math
 as readable Jittor operations, as the reference TensoRF writes it; it is kept as the
 specification the kernels are tested against. Both produce the same numbers. The choice is a
-model's own setting (``TensorBase.kernels``), saved in its checkpoint.
+model's own setting (``TensoRFModel.kernels``, which picks the field's lookups and the
+render route), saved in its checkpoint.
 """
 from __future__ import annotations
 

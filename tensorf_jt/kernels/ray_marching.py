@@ -78,7 +78,6 @@ _UNBOUNDED_GLUE = _ALPHA + """
         steps.contraction.center[a] = (float)data["contract_center" + std::to_string(a)];
         steps.contraction.inv_half[a] = (float)data["contract_inv_half" + std::to_string(a)];
     }
-    steps.contraction.l2 = data["contract_l2"] > 0;
     steps.near = (float)data["near"]; steps.step = (float)data["step"];
     steps.inv_background = (float)data["inv_background"];
     steps.n_linear = (int)data["n_linear"]; steps.n_background = (int)data["n_background"];

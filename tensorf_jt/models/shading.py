@@ -24,15 +24,13 @@ class _MLPShader(nn.Module):
 
     ``input_layout`` lists the parts of the MLP's input row in order, as (input, number of
     positional-encoding frequencies; 0 for the raw values), over the inputs (features,
-    viewdirs, pts). A model with per-view appearance codes (``models.view_corrections``) has
-    ``code_dim`` more inputs: each sample's code, appended to the row as it is.
+    viewdirs, pts).
     """
 
-    def __init__(self, in_channels: int, featureC: int, code_dim: int = 0) -> None:
+    def __init__(self, in_channels: int, featureC: int) -> None:
         super().__init__()
-        self.fused = True  # the input row through the fused kernel; the model sets it (TensorBase.kernels)
-        self.in_mlpC = in_channels + code_dim
-        self.code_dim = code_dim
+        self.fused = True  # the input row through the fused kernel; the field sets it (TensorBase.fused)
+        self.in_mlpC = in_channels
         self.mlp = nn.Sequential(
             nn.Linear(self.in_mlpC, featureC),
             nn.ReLU(),
@@ -56,20 +54,16 @@ class _MLPShader(nn.Module):
                  for slot, freqs in self.input_layout()]
         return jt.concat(parts, dim=-1)
 
-    def execute(self, pts: jt.Var, viewdirs: jt.Var, features: jt.Var, codes: jt.Var | None = None) -> jt.Var:
-        """pts: [N, 3] normalised positions; viewdirs: [N, 3]; features: [N, app_dim]; with
-        ``code_dim``, codes [N, code_dim] -> rgb [N, 3]."""
-        row = self.mlp_input(pts, viewdirs, features)
-        if self.code_dim:
-            row = jt.concat([row, codes], dim=-1)
-        return jt.sigmoid(self.mlp(row))
+    def execute(self, pts: jt.Var, viewdirs: jt.Var, features: jt.Var) -> jt.Var:
+        """pts: [N, 3] normalised positions; viewdirs: [N, 3]; features: [N, app_dim] -> rgb [N, 3]."""
+        return jt.sigmoid(self.mlp(self.mlp_input(pts, viewdirs, features)))
 
 
 class MLPRender_Fea(_MLPShader):
     """Features, view direction and the positional encodings of both (reference ``MLPRender_Fea``)."""
 
-    def __init__(self, inChanel: int, viewpe: int = 6, feape: int = 6, featureC: int = 128, code_dim: int = 0) -> None:
-        super().__init__(2 * viewpe * 3 + 2 * feape * inChanel + 3 + inChanel, featureC, code_dim)
+    def __init__(self, inChanel: int, viewpe: int = 6, feape: int = 6, featureC: int = 128) -> None:
+        super().__init__(2 * viewpe * 3 + 2 * feape * inChanel + 3 + inChanel, featureC)
         self.viewpe, self.feape = viewpe, feape
 
     def input_layout(self):
@@ -88,8 +82,8 @@ class MLPRender_PE(_MLPShader):
     forward pass never passes in, so every MLP_PE model crashes there on its first batch.
     """
 
-    def __init__(self, inChanel: int, viewpe: int = 6, pospe: int = 6, featureC: int = 128, code_dim: int = 0) -> None:
-        super().__init__((3 + 2 * viewpe * 3) + 2 * pospe * 3 + inChanel, featureC, code_dim)
+    def __init__(self, inChanel: int, viewpe: int = 6, pospe: int = 6, featureC: int = 128) -> None:
+        super().__init__((3 + 2 * viewpe * 3) + 2 * pospe * 3 + inChanel, featureC)
         self.viewpe, self.pospe = viewpe, pospe
 
     def input_layout(self):
@@ -104,8 +98,8 @@ class MLPRender_PE(_MLPShader):
 class MLPRender(_MLPShader):
     """Features, view direction and its encoding (reference ``MLPRender``)."""
 
-    def __init__(self, inChanel: int, viewpe: int = 6, featureC: int = 128, code_dim: int = 0) -> None:
-        super().__init__((3 + 2 * viewpe * 3) + inChanel, featureC, code_dim)
+    def __init__(self, inChanel: int, viewpe: int = 6, featureC: int = 128) -> None:
+        super().__init__((3 + 2 * viewpe * 3) + inChanel, featureC)
         self.viewpe = viewpe
 
     def input_layout(self):
@@ -154,19 +148,14 @@ class RGBRender(nn.Module):
 SHADING_MODES = ("MLP_Fea", "MLP_PE", "MLP", "SH", "RGB")
 
 
-def build_shader(shadingMode: str, app_dim: int, pos_pe: int, view_pe: int, fea_pe: int, featureC: int,
-                 code_dim: int = 0) -> nn.Module:
-    """The shading module named by ``shadingMode`` (the reference's ``init_render_func``), reading
-    ``code_dim`` appearance-code inputs too (MLP shaders only)."""
+def build_shader(shadingMode: str, app_dim: int, pos_pe: int, view_pe: int, fea_pe: int, featureC: int) -> nn.Module:
+    """The shading module named by ``shadingMode`` (the reference's ``init_render_func``)."""
     if shadingMode == "MLP_Fea":
-        return MLPRender_Fea(app_dim, view_pe, fea_pe, featureC, code_dim)
+        return MLPRender_Fea(app_dim, view_pe, fea_pe, featureC)
     if shadingMode == "MLP_PE":
-        return MLPRender_PE(app_dim, view_pe, pos_pe, featureC, code_dim)
+        return MLPRender_PE(app_dim, view_pe, pos_pe, featureC)
     if shadingMode == "MLP":
-        return MLPRender(app_dim, view_pe, featureC, code_dim)
-    if code_dim:
-        raise ConfigError(f"Appearance codes are read by an MLP shader; shadingMode {shadingMode} has none. "
-                          "Set --appearance_dim 0 or choose an MLP shadingMode.")
+        return MLPRender(app_dim, view_pe, featureC)
     if shadingMode == "SH":
         if app_dim != 27:
             raise ConfigError(f"shadingMode SH needs data_dim_color = 27 (3 colours x 9 SH coefficients), got {app_dim}.")

@@ -56,12 +56,12 @@ class TensorCP(TensorBase):
         return product
 
     def compute_densityfeature(self, xyz_normed: jt.Var) -> jt.Var:
-        if self.fused_lookups:
+        if self.fused:
             return cp_features(xyz_normed, self._channel_last(self.density_line), density_mode=True)
         return self._line_products(self.density_line, xyz_normed).sum(-1)
 
     def compute_appfeature(self, xyz_normed: jt.Var) -> jt.Var:
-        if self.fused_lookups:
+        if self.fused:
             products = cp_features(xyz_normed, self._channel_last(self.app_line), density_mode=False)
         else:
             products = self._line_products(self.app_line, xyz_normed)
@@ -91,7 +91,7 @@ class TensorCP(TensorBase):
                 for i, vec_id in enumerate(self.vecMode):
                     lines[i] = as_trainable(nn.interpolate(
                         lines[i], size=(res_target[vec_id], 1), mode="bilinear", align_corners=True))
-        self.update_stepSize(res_target)
+        self.set_grid_size(res_target)
 
     def shrink(self, new_aabb: np.ndarray) -> None:
         """Crop every line to the voxels covering ``new_aabb`` and shrink the box to match."""

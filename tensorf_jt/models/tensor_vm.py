@@ -76,13 +76,13 @@ class TensorVMSplit(TensorBase):
 
     def compute_densityfeature(self, xyz_normed: jt.Var) -> jt.Var:
         planes, lines = self.density_grids()
-        if self.fused_lookups:
+        if self.fused:
             return vm_features(xyz_normed, *self._channel_last(planes, lines), density_mode=True)
         return sum(p.sum(-1) for p in self._plane_line_products(planes, lines, xyz_normed))
 
     def compute_appfeature(self, xyz_normed: jt.Var) -> jt.Var:
         planes, lines = self.app_grids()
-        if self.fused_lookups:
+        if self.fused:
             products = vm_features(xyz_normed, *self._channel_last(planes, lines), density_mode=False)
         else:
             products = jt.concat(self._plane_line_products(planes, lines, xyz_normed), dim=-1)
@@ -120,7 +120,7 @@ class TensorVMSplit(TensorBase):
                         mode="bilinear", align_corners=True))
                     lines[i] = as_trainable(nn.interpolate(
                         lines[i], size=(res_target[vec_id], 1), mode="bilinear", align_corners=True))
-        self.update_stepSize(res_target)
+        self.set_grid_size(res_target)
 
     def shrink(self, new_aabb: np.ndarray) -> None:
         """Crop planes and lines to the voxels covering ``new_aabb`` and shrink the box to match.

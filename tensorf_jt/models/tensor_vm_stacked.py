@@ -35,7 +35,7 @@ class TensorVM(TensorVMSplit):
                                   f"every axis (e.g. [{counts[0]}]), got {counts}.")
         res = self.gridSize[0]
         if self.gridSize != [res] * 3:
-            self.update_stepSize([res] * 3)
+            self.set_grid_size([res] * 3)
         channels = self.app_n_comp[0] + self.density_n_comp[0]
         self.plane_coef = as_trainable(0.1 * jt.randn((3, channels, res, res)))
         self.line_coef = as_trainable(0.1 * jt.randn((3, channels, res, 1)))
@@ -68,7 +68,7 @@ class TensorVM(TensorVMSplit):
                                                           align_corners=True))
             self.line_coef = as_trainable(nn.interpolate(self.line_coef, size=(res, 1), mode="bilinear",
                                                          align_corners=True))
-        self.update_stepSize([res] * 3)
+        self.set_grid_size([res] * 3)
 
     def shrink(self, new_aabb: np.ndarray) -> None:
         raise NotImplementedError("TensorVM keeps its cubic box (crops_grid is False)")

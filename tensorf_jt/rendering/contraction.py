@@ -6,12 +6,12 @@ the foreground box -- u = (x - centre) / half-size, so the box is |u| <= 1:
     contract(u) = u                          if |u| <= 1
                   (2 - 1 / |u|) u / |u|      otherwise
 
-The foreground keeps its shape; everything beyond it, out to infinity, lands in the shell
-1 < |contract(u)| < 2, where equal steps of the contracted coordinate are equal steps of
-disparity 1 / |u|. ``norm`` picks |.|: ``inf`` (the maximum of |u_a|, the default: the shell is a
-cube around the box, which suits an axis-aligned grid, as DVGO v2 and K-Planes found) or ``l2``
-(the Euclidean norm: a sphere, as mip-NeRF 360). The model's grid then spans the cube [-2, 2]^3
-of contracted coordinates ("model space"); in the bounded mode model space is the world.
+with |u| the largest |u_a| (the L-infinity norm): the shell is a cube around the box, which
+suits an axis-aligned grid, as DVGO v2 and K-Planes found. The foreground keeps its shape;
+everything beyond it, out to infinity, lands in the shell 1 < |contract(u)| < 2, where equal
+steps of the contracted coordinate are equal steps of disparity 1 / |u|. The model's grid then
+spans the cube [-2, 2]^3 of contracted coordinates ("model space"); in the bounded mode model
+space is the world.
 
 The arithmetic is written one rounding at a time (``stop_fuse``), as the fused kernels
 (``csrc/unbounded_common.h``) compute it. The kernels round every division correctly; Jittor
@@ -24,31 +24,27 @@ from __future__ import annotations
 import numpy as np
 import jittor as jt
 
-NORMS = ("inf", "l2")
 MODEL_BOX = np.array([[-2.0, -2.0, -2.0], [2.0, 2.0, 2.0]], dtype=np.float32)  # contracted space
 
 
-def contraction_norm(u: jt.Var, norm: str) -> jt.Var:
-    """|u| [N] of points u [N, 3]: the largest |u_a| (``inf``) or the Euclidean length (``l2``)."""
-    if norm == "inf":
-        return u.abs().max(-1)
-    squares = (u * u).stop_fuse()
-    return jt.sqrt(((squares[:, 0] + squares[:, 1]).stop_fuse() + squares[:, 2]).stop_fuse())
+def contraction_norm(u: jt.Var) -> jt.Var:
+    """|u| [N] of points u [N, 3]: the largest |u_a|."""
+    return u.abs().max(-1)
 
 
-def contract(u: jt.Var, norm: str) -> jt.Var:
+def contract(u: jt.Var) -> jt.Var:
     """Contracted coordinates [N, 3] (model space) of box-normalised points u [N, 3]."""
-    length = contraction_norm(u, norm).stop_fuse()
+    length = contraction_norm(u).stop_fuse()
     inverse = (1.0 / length).stop_fuse()
     scale = ((2.0 - inverse).stop_fuse() / length).stop_fuse()
     outside = (u * scale.unsqueeze(-1)).stop_fuse()
     return jt.ternary((length <= 1.0).unsqueeze(-1), u, outside)
 
 
-def uncontract(y: np.ndarray, norm: str) -> np.ndarray:
+def uncontract(y: np.ndarray) -> np.ndarray:
     """Inverse of ``contract`` on numpy points y [N, 3] with |y| < 2 (box-normalised coordinates)."""
     y = np.asarray(y, dtype=np.float64)
-    length = np.max(np.abs(y), axis=-1) if norm == "inf" else np.linalg.norm(y, axis=-1)
+    length = np.max(np.abs(y), axis=-1)
     length = np.minimum(length, 2.0 - 1e-9)[..., None]
     safe = np.maximum(length, 1e-12)
     return np.where(length <= 1.0, y, y / safe / (2.0 - length))
@@ -57,11 +53,8 @@ def uncontract(y: np.ndarray, norm: str) -> np.ndarray:
 class SceneContraction:
     """World points to model space for a scene whose foreground is the box ``foreground`` [2, 3]."""
 
-    def __init__(self, foreground, norm: str = "inf") -> None:
-        if norm not in NORMS:
-            raise ValueError(f"contraction norm must be one of {NORMS}, got {norm!r}")
+    def __init__(self, foreground) -> None:
         box = np.asarray(foreground, dtype=np.float32).reshape(2, 3)
-        self.norm = norm
         self.foreground = box
         self.center = ((box[0] + box[1]) * np.float32(0.5)).astype(np.float32)
         self.half_size = ((box[1] - box[0]) * np.float32(0.5)).astype(np.float32)
@@ -75,15 +68,15 @@ class SceneContraction:
 
     def __call__(self, xyz: jt.Var) -> jt.Var:
         """World points [N, 3] -> model-space points [N, 3] in (-2, 2)^3."""
-        return contract(self.normalised(xyz), self.norm)
+        return contract(self.normalised(xyz))
 
     def to_world(self, y: np.ndarray) -> np.ndarray:
         """Model-space points [N, 3] (numpy) back in the world (float64)."""
-        return uncontract(y, self.norm) * self.half_size + self.center
+        return uncontract(y) * self.half_size + self.center
 
     def kernel_data(self) -> dict[str, float]:
-        """The contraction as ``jt.code`` data: the box's centre and inverse half-sizes, the norm."""
-        data = {"contract_l2": 1.0 if self.norm == "l2" else 0.0}
+        """The contraction as ``jt.code`` data: the box's centre and inverse half-sizes."""
+        data = {}
         for axis in range(3):
             data[f"contract_center{axis}"] = float(self.center[axis])
             data[f"contract_inv_half{axis}"] = float(self.inv_half_size[axis])

@@ -69,19 +69,20 @@ def sample_along_rays_ndc(
     aabb: jt.Var,
     near_far: tuple[float, float],
     n_samples: int,
-    jitter: bool,
+    jitter: jt.Var | None,
 ) -> tuple[jt.Var, jt.Var, jt.Var]:
     """Evenly spaced samples between near and far in NDC space (reference ``sample_ray_ndc``).
 
     Forward-facing scenes are marched in normalised device coordinates, where the scene spans
-    t in [0, 1] along every ray, so all rays share one set of distances. With ``jitter`` each
-    sample moves by a random fraction of the spacing; as in the reference, the offsets are
-    drawn once per batch, not per ray. Returns xyz [R, S, 3], z_vals [R, S], inside [R, S].
+    t in [0, 1] along every ray, so all rays share one set of distances. ``jitter`` [1, S]
+    (training: uniform in [0, 1)) moves each sample by that fraction of the spacing; as in the
+    reference, the offsets are drawn once per batch, not per ray. Returns xyz [R, S, 3],
+    z_vals [R, S], inside [R, S].
     """
     near, far = near_far
     z_vals = jt.array(linspace_f32(near, far, n_samples)).unsqueeze(0)
-    if jitter:
-        z_vals = z_vals + jt.rand(1, n_samples) * ((far - near) / n_samples)
+    if jitter is not None:
+        z_vals = z_vals + jitter * ((far - near) / n_samples)
     z_vals = z_vals.broadcast((rays_o.shape[0], n_samples))
     offsets = (rays_d.unsqueeze(1) * z_vals.unsqueeze(2)).stop_fuse()
     xyz = rays_o.unsqueeze(1) + offsets

@@ -55,9 +55,10 @@ def raise_if_compile_failed(err: BaseException, config: RunConfig | None) -> Non
     where = f"{report} is in '{path}'" if path else "Jittor's report is above"
     if failure.graph_corrupted:
         raise KernelCompileFailed(
-            f"{failure.summary()} {where}. This is most likely a race between the kernel tuners of an unpatched Jittor "
-            "1.3.11, not a problem with the data, the flags or the compiler: run `python tools/patch_jittor.py` "
-            "in this checkout (make install does), then start again.") from None
+            f"{failure.summary()} {where}. This is most likely a race between the kernel tuners of Jittor 1.3.11, "
+            "not a problem with the data, the flags or the compiler: start again (the kernels compiled so far are "
+            "kept), with use_parallel_op_compiler=0 in the environment to compile one kernel at a time, or run "
+            "`python tools/patch_jittor.py` once in this checkout to keep the tuners apart for good.") from None
     raise KernelCompileFailed(
         f"{failure.summary()} {where}; rerun with --verbose to see every operator Jittor compiles and the "
         "compiler's own output. Nothing is wrong with the data or the flags: check that the compiler "

@@ -12,9 +12,9 @@ The report names the failing operator in one of two forms: the parallel compiler
 executor's "[OP TYPE]: name" with "[JIT Source]:". One failure is not the compiler's: Jittor
 checks, while it writes a fused kernel, that no operator has more variables in its source than
 in the graph ("member.size() <= var_num"), which fails when operators lost their inputs, a graph
-corrupted, most likely by the race between kernel tuners that tools/patch_jittor.py removes. Plain text in,
-plain data out: this
-module imports neither Jittor nor the package, so a tool can read a log with it alone.
+corrupted, most likely by a race between Jittor's kernel tuners (tools/patch_jittor.py). Plain
+text in, plain data out: this module imports neither Jittor nor the package, so a tool can read
+a log with it alone.
 """
 from __future__ import annotations
 

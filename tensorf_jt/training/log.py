@@ -7,6 +7,7 @@ crashes keeps its log up to that point.
 from __future__ import annotations
 
 import csv
+import datetime
 import json
 import os
 import time
@@ -15,6 +16,9 @@ from typing import Sequence
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from tensorf_jt.config import OutputConfig
+from tensorf_jt.errors import ConfigError
+
 CSV_NAME, JSON_NAME, PLOT_NAME = "train_log.csv", "train_log.json", "train_psnr.png"
 
 # mse: photometric MSE of that iteration's batch (without regularisers); train_psnr: mean
@@ -22,6 +26,20 @@ CSV_NAME, JSON_NAME, PLOT_NAME = "train_log.csv", "train_log.json", "train_psnr.
 # rendered; lr_grid / lr_network: the optimizer's current rates; n_rays: training rays left.
 COLUMNS = ("iteration", "wall_time_s", "mse", "train_psnr", "test_psnr", "lr_grid", "lr_network",
            "grid_size", "n_rays", "event")
+
+
+def run_folder(output: OutputConfig, folder: str | None, create: bool) -> str:
+    """The run's folder: ``folder``, or ``basedir/expname`` (with a timestamp for
+    ``add_timestamp``); ``create`` makes it with its ``imgs_vis/``."""
+    if folder is None:
+        folder = output.run_folder(datetime.datetime.now().strftime("-%Y%m%d-%H%M%S") if output.add_timestamp else "")
+    try:
+        if create:
+            os.makedirs(os.path.join(folder, "imgs_vis"), exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"Cannot create the log folder '{folder}' ({err.strerror}); "
+                          "choose a writable --basedir.") from None
+    return folder
 
 
 class TrainingLog:

@@ -23,7 +23,7 @@ class TrainingDiverged(TensorfError):
 
 
 def nonfinite_parameters(model) -> list[str]:
-    """Names of the model's tensors holding a NaN or an infinity (fetches them; not for every step).
+    """Names of the model field's tensors holding a NaN or an infinity (fetches them; not for every step).
 
     Checked with numpy on the host, not with ``jt.isfinite``: Jittor generates that operator's
     source through a Python hook (``@python.jittor.auto_parallel``) which its parallel op
@@ -32,7 +32,7 @@ def nonfinite_parameters(model) -> list[str]:
     'C1'``): on a GPU at the first snapshot, on the CPU now and then. The copy to the host
     costs milliseconds, once per snapshot.
     """
-    state = model.state_dict()
+    state = model.field.state_dict()
     jt.sync(list(state.values()))
     return [name for name, var in state.items() if not np.isfinite(var.numpy()).all()]
 

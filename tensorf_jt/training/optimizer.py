@@ -29,7 +29,7 @@ import numpy as np
 import jittor as jt
 
 if TYPE_CHECKING:
-    from tensorf_jt.models import TensorBase
+    from tensorf_jt.models import TensoRFModel
 
 __all__ = ["TorchAdam"]
 
@@ -143,11 +143,10 @@ class TorchAdam(jt.optim.Adam):
         self.post_step()
 
 
-def make_optimizer(model: TensorBase, lr_grid: float, lr_network: float) -> TorchAdam:
-    """Adam over the model's two parameter groups (grids at ``lr_grid``, basis matrix and MLP at
-    ``lr_network``; per-view corrections after them, also at ``lr_network``) with the reference's
-    betas. Jittor's optimizers need a default lr even with per-group lrs. Groups without
-    parameters (the SH and RGB shaders have none) are left out."""
-    groups = model.get_optparam_groups(lr_grid, lr_network) + model.view_correction_groups(lr_network)
+def make_optimizer(model: TensoRFModel, lr_grid: float, lr_network: float) -> TorchAdam:
+    """Adam over the field's two parameter groups (grids at ``lr_grid``, basis matrix and MLP at
+    ``lr_network``) with the reference's betas. Jittor's optimizers need a default lr even with
+    per-group lrs. Groups without parameters (the SH and RGB shaders have none) are left out."""
+    groups = model.field.get_optparam_groups(lr_grid, lr_network)
     groups = [group for group in groups if list(group["params"])]
     return TorchAdam(groups, lr=lr_grid, betas=(0.9, 0.99))

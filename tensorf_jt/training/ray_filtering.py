@@ -2,7 +2,7 @@
 
 At the start, rays that miss the scene box are dropped (``bbox_only``; in an unbounded scene
 every ray sees the background and is kept); at the second alpha-mask update, rays whose
-samples all fall in empty space are too (the model's sampler decides, ``TensorBase.rays_hit``).
+samples all fall in empty space are too (the model's sampler decides, ``TensoRFModel.rays_hit``).
 The result is a mask over the dataset's rays, which a training state stores in one bit per
 ray; the rays themselves are made a chunk at a time from the dataset's views. Under MPI each
 rank tests its part of the rays and every rank receives the whole mask.
@@ -15,19 +15,18 @@ import numpy as np
 import jittor as jt
 
 from tensorf_jt.dataLoader import RayBatchDataset
-from tensorf_jt.models import TensorBase
+from tensorf_jt.models import TensoRFModel
 from tensorf_jt.runtime import distributed
 
 CHUNK = 10240 * 5  # rays tested at once
 
 
-def ray_batches(dataset, batch_size: int, seed: int, keep: np.ndarray | None,
-                with_views: bool = False) -> RayBatchDataset:
-    """A fresh batch stream over the dataset's rays where ``keep`` is true (all of them for None),
-    with each ray's view number when ``with_views``; under MPI, this rank's share of every batch."""
+def ray_batches(dataset, batch_size: int, seed: int, keep: np.ndarray | None) -> RayBatchDataset:
+    """A fresh batch stream over the dataset's rays where ``keep`` is true (all of them for None);
+    under MPI, this rank's share of every batch."""
     rows = None if keep is None else np.flatnonzero(keep)
     return RayBatchDataset(dataset, batch_size, seed=seed, rows=rows,
-                           part=(distributed.rank(), distributed.world_size()), with_views=with_views)
+                           part=(distributed.rank(), distributed.world_size()))
 
 
 def kept_ray_ids(hit: np.ndarray, ray_ids: np.ndarray | None = None) -> np.ndarray:
@@ -42,10 +41,10 @@ def kept_ray_ids(hit: np.ndarray, ray_ids: np.ndarray | None = None) -> np.ndarr
     return kept if ray_ids is None else np.asarray(ray_ids)[kept]
 
 
-def ray_hit_mask(model: TensorBase, source, ray_ids: np.ndarray | slice, n_samples: int = 256,
+def ray_hit_mask(model: TensoRFModel, source, ray_ids: np.ndarray | slice, n_samples: int = 256,
                  chunk: int = CHUNK, bbox_only: bool = False) -> np.ndarray:
     """For each of the ``source``'s rays numbered ``ray_ids`` (an array, or a slice of all its
-    ray numbers), whether it can see anything (``model.rays_hit``). ``source`` makes rays by
+    ray numbers), whether it can see anything (``TensoRFModel.rays_hit``). ``source`` makes rays by
     number (``ViewDataset.rays_at``), a chunk at a time, so no array of every ray is built."""
     if isinstance(ray_ids, slice):
         first, stop, _ = ray_ids.indices(source.n_rays)
@@ -60,7 +59,7 @@ def ray_hit_mask(model: TensorBase, source, ray_ids: np.ndarray | slice, n_sampl
     return hit
 
 
-def filtering_ray_ids(model: TensorBase, source, ray_ids: np.ndarray | None = None, n_samples: int = 256,
+def filtering_ray_ids(model: TensoRFModel, source, ray_ids: np.ndarray | None = None, n_samples: int = 256,
                       chunk: int = CHUNK, bbox_only: bool = False) -> np.ndarray:
     """The reference's ``filtering_rays`` over rays made on demand: of the ``source``'s rays
     numbered ``ray_ids`` (None: all ``source.n_rays``), the numbers of those that can see
@@ -69,7 +68,7 @@ def filtering_ray_ids(model: TensorBase, source, ray_ids: np.ndarray | None = No
     return kept_ray_ids(hit, ray_ids)
 
 
-def filter_training_rays(model: TensorBase, dataset, rows: np.ndarray | None, bbox_only: bool) -> np.ndarray:
+def filter_training_rays(model: TensoRFModel, dataset, rows: np.ndarray | None, bbox_only: bool) -> np.ndarray:
     """The mask over the dataset's rays of those among ``rows`` (all rays for None) that the
     model says can see something: that cross the box (``bbox_only``) or an occupied voxel."""
     candidates = dataset.n_rays if rows is None else len(rows)

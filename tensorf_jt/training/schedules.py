@@ -31,11 +31,6 @@ def N_to_reso(n_voxels: int, bbox) -> list[int]:
     return [int(r) for r in (extent / voxel_size).astype(np.int64)]
 
 
-def cal_n_samples(reso, step_ratio: float = 0.5) -> int:
-    """Samples per ray that cover the grid's diagonal at ``step_ratio`` voxels per step."""
-    return int(np.linalg.norm(reso) / step_ratio)
-
-
 def voxel_counts(N_voxel_init: int, N_voxel_final: int, n_upsamples: int) -> list[int]:
     """Voxel totals after each upsampling step, evenly spaced in log space (init excluded).
 

@@ -31,7 +31,7 @@ import jittor as jt
 from tensorf_jt.errors import CheckpointError, ConfigError
 from tensorf_jt.formats.checkpoint import checkpoint_dict, read_pickled
 from tensorf_jt.formats.checkpoint_checks import is_tensor
-from tensorf_jt.models import TensorBase
+from tensorf_jt.models import TensoRFModel
 from tensorf_jt.training.optimizer import TorchAdam
 from tensorf_jt.training.schedules import ScheduleState
 
@@ -50,7 +50,7 @@ def find_latest_state(basedir: str, expname: str) -> str | None:
     return max(existing, key=os.path.getmtime) if existing else None
 
 
-def snapshot(iteration: int, model: TensorBase, optimizer: TorchAdam, schedule: ScheduleState,
+def snapshot(iteration: int, model: TensoRFModel, optimizer: TorchAdam, schedule: ScheduleState,
              ray_keep: np.ndarray | None, sampler: dict) -> dict:
     """Copies of everything the loop needs to continue from ``iteration``: model, Adam, schedule
     values, the training-ray mask and the batch stream's position (``RayBatchDataset.state``)."""

@@ -12,6 +12,7 @@ the final test split. Ours besides: ``train/s_per_iter``, ``train/lr_grid``,
 """
 from __future__ import annotations
 
+import numpy as np
 from tensorboardX import SummaryWriter
 
 
@@ -26,6 +27,18 @@ class TensorBoardLog:
         if self._writer is not None:
             for tag, value in values.items():
                 self._writer.add_scalar(tag, float(value), global_step=int(step))
+
+    def training_step(self, iteration: int, psnr: float, mse: float, terms: dict, step_seconds: float,
+                      learning_rates: tuple[float, float], grid_size: list[int], n_rays: int) -> None:
+        """The reference's per-iteration scalars and ours. ``terms`` (the step's regularisers by
+        tag, Vars the step computed already) are copied out together, here only."""
+        if self._writer is None:
+            return
+        values = np.concatenate([term.numpy().reshape(-1) for term in terms.values()]) if terms else []
+        self.scalars(iteration, {
+            "train/PSNR": psnr, "train/mse": mse, **dict(zip(terms, values)), "train/s_per_iter": step_seconds,
+            "train/lr_grid": learning_rates[0], "train/lr_network": learning_rates[1],
+            "train/grid_voxels": int(np.prod(grid_size)), "train/n_rays": n_rays})
 
     def close(self) -> None:
         if self._writer is not None:

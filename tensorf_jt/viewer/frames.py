@@ -15,11 +15,10 @@ OUTPUTS = ("RGB", "Depth", "Opacity")
 
 @dataclass(frozen=True)
 class RenderSettings:
-    """How the model renders for the viewer: background, NDC rays, chunk size, and the depth
-    range the depth colour map spans (the dataset's near/far, as the saved renders use)."""
+    """How the model renders for the viewer: background, chunk size, and the depth range the
+    depth colour map spans (the dataset's near/far, as the saved renders use)."""
 
     white_bg: bool
-    ndc_ray: bool
     chunk: int
     near_far: tuple[float, float]
 
@@ -48,11 +47,10 @@ class FrameJob:
             while not self.done:
                 start = time.perf_counter()
                 end = min(self._next + settings.chunk, self.rays.shape[0])
-                rgb, depth, opacity = model(jt.array(self.rays[self._next:end]), white_bg=settings.white_bg,
-                                            is_train=False, ndc_ray=settings.ndc_ray, with_opacity=True)
-                self._rgb[self._next:end] = rgb.numpy()
-                self._depth[self._next:end] = depth.numpy()
-                self._opacity[self._next:end] = opacity.numpy()
+                output = model(jt.array(self.rays[self._next:end]), white_bg=settings.white_bg)
+                self._rgb[self._next:end] = output.rgb.numpy()
+                self._depth[self._next:end] = output.depth.numpy()
+                self._opacity[self._next:end] = output.opacity.numpy()
                 self._next = end
                 finished = time.perf_counter()
                 self.render_seconds += finished - start

@@ -25,9 +25,11 @@ def scene_view(dataset) -> SceneView:
                      near_far=tuple(float(v) for v in dataset.near_far))
 
 
-def model_boxes(model) -> tuple[np.ndarray, np.ndarray | None]:
-    """The model's scene box in the world and its alpha mask's box, [2, 3] each; the mask box is
-    None before the first alpha-mask update, and for an unbounded model (whose mask spans all
-    of contracted space: its box is no box in the world)."""
-    mask = None if model.unbounded else model.alphaMask
-    return np.asarray(model.world_box(), dtype=np.float64), None if mask is None else mask.aabb.numpy().astype(np.float64)
+def model_boxes(model) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The model's scene box in the world and its alpha mask's box, [2, 3] each, where they are
+    world boxes: the scene box is None for NDC scenes, the mask box before the first alpha-mask
+    update and wherever the grid's space is not the world (NDC, an unbounded scene's contraction)."""
+    box = model.world_box()
+    mask = model.alphaMask if model.sampler.model_space_is_world else None
+    return (None if box is None else np.asarray(box, dtype=np.float64),
+            None if mask is None else mask.aabb.numpy().astype(np.float64))

@@ -172,10 +172,7 @@ class Viewer:
         return np.stack([corners.min(0), corners.max(0)])
 
     def show_boxes(self, model_box: np.ndarray | None, mask_box: np.ndarray | None) -> None:
-        """Draw the scene box (orange) and the alpha mask's box (green); NDC boxes are not drawn:
-        they live in NDC space, not in the cameras' world."""
-        if self.settings.ndc_ray:
-            return
+        """Draw the scene box (orange) and the alpha mask's box (green), those given."""
         for name, box, colour in (("scene_box", model_box, (255, 140, 0)), ("alpha_mask_box", mask_box, (0, 170, 80))):
             if box is None:
                 continue

@@ -23,24 +23,16 @@ TJT_HD float div_rn(float a, float b) {
 struct Contraction {
     float center[3];    // of the foreground box
     float inv_half[3];  // 1 / its half-sizes
-    bool l2;            // Euclidean norm; else the largest coordinate
 };
 
-// World point -> model space: u = (x - center) / half, then u, or (2 - 1/|u|) u / |u| past |u| = 1.
+// World point -> model space: u = (x - center) / half, then u, or (2 - 1/|u|) u / |u| past |u| = 1,
+// with |u| the largest |u_a|.
 TJT_HD void contract_point(const Contraction& c, const float* x, float* y) {
     float u[3];
     for (int a = 0; a < 3; ++a) u[a] = mul_rn(x[a] - c.center[a], c.inv_half[a]);
-    float length;
-    if (c.l2) {
-        float sq[3];
-        for (int a = 0; a < 3; ++a) sq[a] = mul_rn(u[a], u[a]);
-        volatile float partial = sq[0] + sq[1];
-        length = sqrtf(partial + sq[2]);
-    } else {
-        length = fabsf(u[0]);
-        length = fabsf(u[1]) > length ? fabsf(u[1]) : length;
-        length = fabsf(u[2]) > length ? fabsf(u[2]) : length;
-    }
+    float length = fabsf(u[0]);
+    length = fabsf(u[1]) > length ? fabsf(u[1]) : length;
+    length = fabsf(u[2]) > length ? fabsf(u[2]) : length;
     if (length <= 1.0f) {
         for (int a = 0; a < 3; ++a) y[a] = u[a];
         return;
