@@ -53,7 +53,7 @@ def test_training_continues_from_a_checkpoint_of_the_original(tiny_scene, tmp_pa
                 rgb = self.model(jt.array(expected["rays"]), white_bg=bool(expected["white_bg"])).rgb
             first_step.update(
                 model=self.model, rgb=rgb.numpy(), lrs=[group["lr"] for group in self.optimizer.param_groups],
-                state={key: var.numpy() for key, var in self.model.field.state_dict().items()})
+                state={key: var.numpy() for key, var in self.model.field.reference_state_dict().items()})
         return step(self)
 
     monkeypatch.setattr(Trainer, "train_step", record_first_step)

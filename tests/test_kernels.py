@@ -58,7 +58,7 @@ def test_vm_features_and_gradients_match(density_mode):
     def compute(fused):
         xyz = jt.array(points)
         if fused:
-            out = vm_features(xyz, *model._channel_last(planes, lines), density_mode=density_mode)
+            out = vm_features(xyz, list(planes), list(lines), density_mode=density_mode)
         else:
             products = model._plane_line_products(planes, lines, xyz)
             out = sum(p.sum(-1) for p in products) if density_mode else jt.concat(products, -1)
@@ -82,7 +82,7 @@ def test_cp_features_and_gradients_match(density_mode):
     def compute(fused):
         xyz = jt.array(points)
         if fused:
-            out = cp_features(xyz, model._channel_last(lines), density_mode=density_mode)
+            out = cp_features(xyz, lines, density_mode=density_mode)
         else:
             products = model._line_products(lines, xyz)
             out = products.sum(-1) if density_mode else products
@@ -217,7 +217,7 @@ def test_two_models_with_different_kernels_live_in_one_process(tmp_path):
 
     fused = tiny_model(grid=(10, 10, 10), density_shift=-2.0)
     reference = tiny_model(grid=(10, 10, 10), density_shift=-2.0, kernels="reference")
-    load_state(reference, fused.field.state_dict())
+    load_state(reference, fused.field.reference_state_dict())
     assert (fused.kernels, reference.kernels) == ("fused", "reference")
     assert fused.field.renderModule.fused and not reference.field.renderModule.fused
     rays = jt.array(rays_towards_box(64, seed=3))
@@ -248,7 +248,7 @@ def test_cuda_sources_compile(tmp_path):
     """The GPU kernels must build, templates instantiated, even where no GPU can run them."""
     sources = {name: kernel_source(f"{name}_cuda.cuh")
                for name in ("vm_field", "cp_field", "ray_marching", "compositing", "encoding", "distortion",
-                             "resampling")}
+                             "resampling", "adam")}
     sources["encoding"] += "\n" + _encoding_instantiations() + "\n"
     for name, text in sources.items():
         path = tmp_path / f"{name}.cu"

@@ -67,12 +67,13 @@ def box_model():
         inside[axis][lo:hi + 1] = 1.0
     for tensor in [*field.density_plane, *field.density_line]:
         tensor.update(jt.zeros(tensor.shape))
-    plane = np.zeros(field.density_plane[0].shape, np.float32)
+    saved = field.reference_state_dict()  # written in the reference's layout, as a checkpoint holds it
+    plane = np.zeros(saved["density_plane.0"].shape, np.float32)
     plane[0, 0] = inside[1][:, None] * inside[0][None, :]  # plane 0 spans (x, y): rows y, columns x
-    line = np.zeros(field.density_line[0].shape, np.float32)
+    line = np.zeros(saved["density_line.0"].shape, np.float32)
     line[0, 0, :, 0] = 200.0 * inside[2]  # its line runs along z
-    field.density_plane[0].update(jt.array(plane))
-    field.density_line[0].update(jt.array(line))
+    field.density_plane[0].update(field.from_reference("density_plane.0", jt.array(plane)))
+    field.density_line[0].update(field.from_reference("density_line.0", jt.array(line)))
 
     mlp = field.renderModule.mlp
     n_in, viewdir_column = mlp[0].weight.shape[1], field.app_dim  # input row: features, viewdirs, ...

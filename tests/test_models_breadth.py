@@ -61,40 +61,48 @@ def cp_model(grid=(8, 9, 10)) -> TensorCP:
     return TensorCP(AABB, list(grid), density_n_comp=[4], appearance_n_comp=[6], **SMALL)
 
 
+def saved_lines(model, kind: str) -> list[np.ndarray]:
+    """The three ``kind`` lines in the reference's layout [1, C, L, 1], as a checkpoint holds them."""
+    saved = model.reference_state_dict()
+    return [saved[f"{kind}.{i}"].numpy() for i in range(3)]
+
+
 def np_cp_products(model, lines, points):
     rows = []
     for p in points:
         product = 1.0
         for line, vec_id in zip(lines, model.vecMode):
-            product = product * linear(line.numpy()[0, :, :, 0], p[vec_id])
+            product = product * linear(line[0, :, :, 0], p[vec_id])
         rows.append(product)
     return np.array(rows)
 
 
 def test_cp_features_match_numpy():
     model = cp_model()
-    assert [tuple(line.shape) for line in model.density_line] == [(1, 4, 10, 1), (1, 4, 9, 1), (1, 4, 8, 1)]
+    assert [line.shape for line in saved_lines(model, "density_line")] == [(1, 4, 10, 1), (1, 4, 9, 1), (1, 4, 8, 1)]
+    assert [tuple(line.shape) for line in model.density_line] == [(10, 4), (9, 4), (8, 4)]  # stored [L, C]
     points = np.random.default_rng(0).uniform(-1.05, 1.05, (50, 3)).astype(np.float32)
     density = model.compute_densityfeature(jt.array(points)).numpy()
-    np.testing.assert_allclose(density, np_cp_products(model, model.density_line, points).sum(1), atol=1e-5)
+    np.testing.assert_allclose(density, np_cp_products(model, saved_lines(model, "density_line"), points).sum(1), atol=1e-5)
     app = model.compute_appfeature(jt.array(points)).numpy()
-    expected = np_cp_products(model, model.app_line, points) @ model.basis_mat.weight.numpy().T
+    expected = np_cp_products(model, saved_lines(model, "app_line"), points) @ model.basis_mat.weight.numpy().T
     np.testing.assert_allclose(app, expected, atol=1e-5)
 
 
 def test_cp_upsample_and_shrink():
     model = cp_model()
-    before = model.density_line[0].numpy()
+    before = saved_lines(model, "density_line")[0]
     model.upsample_volume_grid([15, 17, 19])
     assert model.gridSize == [15, 17, 19]
-    assert [line.shape[2] for line in model.app_line] == [19, 17, 15]
-    np.testing.assert_allclose(model.density_line[0].numpy()[0, :, [0, -1], 0], before[0, :, [0, -1], 0], atol=1e-6)
+    assert [line.shape[2] for line in saved_lines(model, "app_line")] == [19, 17, 15]
+    np.testing.assert_allclose(saved_lines(model, "density_line")[0][0, :, [0, -1], 0], before[0, :, [0, -1], 0],
+                               atol=1e-6)
     units = model.units.copy()
     new_box = np.array([[-0.5, -1.0, 0.0], [1.0, 0.5, 1.5]], np.float32)
     model.shrink(new_box)
     expected = (np.round((new_box[1] - AABB[0]) / units) + 1 - np.round((new_box[0] - AABB[0]) / units)).astype(int)
     assert model.gridSize == list(expected)
-    assert [line.shape[2] for line in model.density_line] == [expected[2], expected[1], expected[0]]
+    assert [line.shape[0] for line in model.density_line] == [expected[2], expected[1], expected[0]]
     np.testing.assert_allclose(model.aabb, new_box, atol=1e-6)
 
 
@@ -103,11 +111,10 @@ def test_stacked_vm_computes_what_the_split_vm_computes_on_its_tensors():
     assert tuple(stacked.plane_coef.shape) == (3, 7, 9, 9) and tuple(stacked.line_coef.shape) == (3, 7, 9, 1)
     split = TensorVMSplit(AABB, [9, 9, 9], density_n_comp=[3], appearance_n_comp=[4], **SMALL)
     planes, lines = stacked.plane_coef.numpy(), stacked.line_coef.numpy()
-    for i in range(3):
-        split.app_plane[i].assign(jt.array(planes[i:i + 1, :4]))
-        split.app_line[i].assign(jt.array(lines[i:i + 1, :4]))
-        split.density_plane[i].assign(jt.array(planes[i:i + 1, 4:]))
-        split.density_line[i].assign(jt.array(lines[i:i + 1, 4:]))
+    for i in range(3):  # the stacked tensors' slices are the split model's saved (reference) layout
+        for name, saved in ((f"app_plane.{i}", planes[i:i + 1, :4]), (f"app_line.{i}", lines[i:i + 1, :4]),
+                            (f"density_plane.{i}", planes[i:i + 1, 4:]), (f"density_line.{i}", lines[i:i + 1, 4:])):
+            split.state_dict()[name].assign(split.from_reference(name, jt.array(saved)))
     split.basis_mat.weight.assign(stacked.basis_mat.weight)
     points = jt.array(np.random.default_rng(2).uniform(-1, 1, (40, 3)).astype(np.float32))
     for kernels in KERNELS:

@@ -193,10 +193,8 @@ def fused_kernels() -> None:
     hit = rays_hit_alpha(rays_o, rays_d, t_start, mask, 0.05, 96)
     looked_up = alpha_lookup(mask, samples.xyz)
     points = jt.array(np.random.default_rng(0).uniform(-1.2, 1.2, (2048, 3)).astype(np.float32))
-    planes, lines = model._channel_last(model.density_plane, model.density_line)
-    density = vm_features(points, planes, lines, density_mode=True)
-    app_planes, app_lines = model._channel_last(model.app_plane, model.app_line)
-    appearance = vm_features(points, app_planes, app_lines, density_mode=False)
+    density = vm_features(points, list(model.density_plane), list(model.density_line), density_mode=True)
+    appearance = vm_features(points, list(model.app_plane), list(model.app_line), density_mode=False)
     cp_lines = [jt.rand(14, 6), jt.rand(13, 6), jt.rand(12, 6)]
     for line in cp_lines:
         line.start_grad()

@@ -41,7 +41,7 @@ def checkpoint_dict(model: TensoRFModel, train_args: dict | None = None) -> dict
         "model_name": model.model_name,
         "kernels": model.kernels,
         "kwargs": model.get_kwargs(),
-        "state_dict": {name: var.clone() for name, var in model.field.state_dict().items()},
+        "state_dict": {name: var.clone() for name, var in model.field.reference_state_dict().items()},
     }
     if model.alphaMask is not None:
         ckpt.update(model.alphaMask.packed())
@@ -149,9 +149,10 @@ def model_from_checkpoint(ckpt: dict, model_name: str | None = None, source: str
 
 
 def load_state(model: TensoRFModel, state_dict: dict, source: str = "checkpoint") -> None:
-    """Copy every tensor of ``state_dict`` into ``model``'s field; refuse missing, extra or
-    mis-shaped entries."""
-    own = model.field.state_dict()
+    """Copy every tensor of ``state_dict`` (the reference's layout, as files hold it) into
+    ``model``'s field; refuse missing, extra or mis-shaped entries."""
+    field = model.field
+    own = field.state_dict()
     missing = sorted(set(own) - set(state_dict))
     unexpected = sorted(set(state_dict) - set(own))
     if missing or unexpected:
@@ -161,10 +162,10 @@ def load_state(model: TensoRFModel, state_dict: dict, source: str = "checkpoint"
     for name, target in own.items():
         value = state_dict[name]
         value = value if isinstance(value, jt.Var) else jt.array(np.asarray(value))
-        if tuple(value.shape) != tuple(target.shape):
-            raise CheckpointError(
-                f"{source}: '{name}' has shape {tuple(value.shape)}, the model expects {tuple(target.shape)}.")
-        target.update(value.float32())
+        expected = tuple(field.to_reference(name, target).shape)
+        if tuple(value.shape) != expected:
+            raise CheckpointError(f"{source}: '{name}' has shape {tuple(value.shape)}, the model expects {expected}.")
+        target.update(field.from_reference(name, value.float32()))
 
 
 def load_checkpoint(path: str, model_name: str | None = None, ndc_ray: bool | None = None) -> tuple[TensoRFModel, dict]:

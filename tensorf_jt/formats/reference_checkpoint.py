@@ -121,7 +121,7 @@ def to_reference(model: TensoRFModel) -> dict:
     if isinstance(field, TensorVM):
         # The reference's TensorVM adds the two counts as numbers (per-axis lists would be concatenated).
         kwargs["density_n_comp"], kwargs["appearance_n_comp"] = field.density_n_comp[0], field.app_n_comp[0]
-    ckpt = {"kwargs": kwargs, "state_dict": collections.OrderedDict(field.state_dict().items())}
+    ckpt = {"kwargs": kwargs, "state_dict": collections.OrderedDict(field.reference_state_dict().items())}
     if model.alphaMask is not None:
         packed = model.alphaMask.packed()
         ckpt.update({

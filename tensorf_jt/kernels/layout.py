@@ -2,11 +2,11 @@
 
 Jittor's ``transpose``/``permute`` has a CUDA implementation only through cuTT, a library it
 downloads on first use. Without it (an offline install, or ``use_cutt=0``) the op runs on the
-CPU, and the tensor is copied to the host and back. The fused lookups permute every plane to
-channel-last on each step; with Jittor's transpose, an operator profile of a CUDA step at 300³
-found those copies the largest single cost (``docs/GPU.md``). ``reindex`` runs on every device,
-so on CUDA the permutation is written as one. On the CPU the plain permute stays, so CPU results
-and speed are those of Jittor's own operator.
+CPU, and the tensor is copied to the host and back. The planes and lines of TensorVMSplit and
+TensorCP are stored channel-last (``models.grid_layout``) and need no copy; TensorVM's shared
+tensors are read channel-last through one each step. ``reindex`` runs on every device, so on
+CUDA the permutation is written as one. On the CPU the plain permute stays, so CPU results and
+speed are those of Jittor's own operator.
 """
 from __future__ import annotations
 

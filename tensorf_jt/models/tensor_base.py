@@ -69,6 +69,9 @@ class TensorBase(nn.Module):
     vecMode = (2, 1, 0)
     # Whether the decomposition's grids can be cropped (TensorVM's single cube cannot).
     crops_grid = True
+    # Parameters stored in another layout than the reference's, by name before the first '.':
+    # (to the reference's layout, back) (``models.grid_layout``). Others are stored as saved.
+    stored_layouts: dict[str, tuple[Callable[[jt.Var], jt.Var], Callable[[jt.Var], jt.Var]]] = {}
 
     def __init__(
         self,
@@ -212,6 +215,24 @@ class TensorBase(nn.Module):
         return nn.relu(density_features)
 
     # -------------------------------------------------------------- persistence
+    def to_reference(self, name: str, value: jt.Var) -> jt.Var:
+        """Parameter ``name``'s ``value`` (or its gradient or Adam moment) in the reference's layout."""
+        layout = self.stored_layouts.get(name.split(".")[0])
+        return value if layout is None else layout[0](value)
+
+    def from_reference(self, name: str, value: jt.Var) -> jt.Var:
+        """``to_reference`` undone: a saved tensor in the layout parameter ``name`` is stored in."""
+        layout = self.stored_layouts.get(name.split(".")[0])
+        return value if layout is None else layout[1](value)
+
+    def reference_state_dict(self) -> dict[str, jt.Var]:
+        """The parameters by name, in the reference's layout (what files hold)."""
+        return {name: self.to_reference(name, var) for name, var in self.state_dict().items()}
+
+    def parameter_names(self) -> dict[int, str]:
+        """Each parameter's name, by the ``id`` of its Var (an optimizer lists the Vars alone)."""
+        return {id(var): name for name, var in self.state_dict().items()}
+
     def get_kwargs(self) -> dict:
         """The field's constructor arguments (its part of the reference's ``get_kwargs``)."""
         return {

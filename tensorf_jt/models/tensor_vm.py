@@ -3,8 +3,9 @@
 Each of the three axis-aligned planes (XY, XZ, YZ) is paired with a line along the remaining
 axis (Z, Y, X). A component's value at a point is plane(u, v) * line(w); density sums all
 components, appearance concatenates them and mixes them with ``basis_mat`` into ``app_dim``
-features. Parameter names and shapes are the reference's: planes [1, C, H, W], lines
-[1, C, L, 1], where H/W/L follow ``gridSize`` (x, y, z) through ``matMode`` and ``vecMode``.
+features. Parameter names are the reference's; planes are stored [H, W, C] and lines [L, C]
+(``models.grid_layout``), where H/W/L follow ``gridSize`` (x, y, z) through ``matMode`` and
+``vecMode``, and saved in the reference's [1, C, H, W] and [1, C, L, 1].
 """
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import jittor as jt
 from jittor import nn
 
 from tensorf_jt.rendering.interpolation import bilinear_sample, linear_sample
-from tensorf_jt.kernels.layout import permute
 from tensorf_jt.kernels.vm_field import vm_features
+from tensorf_jt.models.grid_layout import LINE, PLANE, line_from_reference, plane_from_reference
 from tensorf_jt.models.regularizers import line_orthogonality, total_variation
 from tensorf_jt.models.tensor_base import TensorBase, as_trainable
 
@@ -22,18 +23,23 @@ from tensorf_jt.models.tensor_base import TensorBase, as_trainable
 class TensorVMSplit(TensorBase):
     """VM-decomposed radiance field (reference ``models/tensoRF.py: TensorVMSplit``)."""
 
+    stored_layouts = {"density_plane": PLANE, "app_plane": PLANE,
+                      "density_line": LINE, "app_line": LINE}
+
     def init_svd_volume(self) -> None:
         self.density_plane, self.density_line = self._init_one_svd(self.density_n_comp, 0.1)
         self.app_plane, self.app_line = self._init_one_svd(self.app_n_comp, 0.1)
         self.basis_mat = nn.Linear(sum(self.app_n_comp), self.app_dim, bias=False)
 
     def _init_one_svd(self, n_component: list[int], scale: float) -> tuple[nn.ParameterList, nn.ParameterList]:
+        """Random planes and lines, drawn in the reference's layout and order, stored channel-last."""
         planes, lines = [], []
         for i, vec_id in enumerate(self.vecMode):
             mat_id_0, mat_id_1 = self.matMode[i]
-            planes.append(as_trainable(scale * jt.randn(
-                (1, n_component[i], self.gridSize[mat_id_1], self.gridSize[mat_id_0]))))
-            lines.append(as_trainable(scale * jt.randn((1, n_component[i], self.gridSize[vec_id], 1))))
+            planes.append(as_trainable(plane_from_reference(scale * jt.randn(
+                (1, n_component[i], self.gridSize[mat_id_1], self.gridSize[mat_id_0])))))
+            lines.append(as_trainable(line_from_reference(
+                scale * jt.randn((1, n_component[i], self.gridSize[vec_id], 1)))))
         return nn.ParameterList(planes), nn.ParameterList(lines)
 
     def get_optparam_groups(self, lr_init_spatialxyz: float = 0.02, lr_init_network: float = 0.001) -> list[dict]:
@@ -48,16 +54,8 @@ class TensorVMSplit(TensorBase):
         ]
 
     # ------------------------------------------------------------ field lookups
-    @staticmethod
-    def _channel_last(planes, lines) -> tuple[list[jt.Var], list[jt.Var]]:
-        """Planes [1, C, H, W] -> [H, W, C] and lines [1, C, L, 1] -> [L, C]: one texel's
-        components become contiguous, which is what the lookups read."""
-        return ([permute(plane[0], (1, 2, 0)) for plane in planes],
-                [permute(line[0, :, :, 0], (1, 0)) for line in lines])
-
     def _plane_line_products(self, planes, lines, xyz_normed: jt.Var) -> list[jt.Var]:
         """Per axis i, plane_i(u, v) * line_i(w) for every component: a list of [N, C_i]."""
-        planes, lines = self._channel_last(planes, lines)
         products = []
         for i, vec_id in enumerate(self.vecMode):
             mat_id_0, mat_id_1 = self.matMode[i]
@@ -67,7 +65,7 @@ class TensorVMSplit(TensorBase):
         return products
 
     def density_grids(self) -> tuple[list[jt.Var], list[jt.Var]]:
-        """The three density planes [1, C, H, W] and lines [1, C, L, 1], in matMode/vecMode order."""
+        """The three density planes [H, W, C] and lines [L, C], in matMode/vecMode order."""
         return list(self.density_plane), list(self.density_line)
 
     def app_grids(self) -> tuple[list[jt.Var], list[jt.Var]]:
@@ -77,13 +75,13 @@ class TensorVMSplit(TensorBase):
     def compute_densityfeature(self, xyz_normed: jt.Var) -> jt.Var:
         planes, lines = self.density_grids()
         if self.fused:
-            return vm_features(xyz_normed, *self._channel_last(planes, lines), density_mode=True)
+            return vm_features(xyz_normed, planes, lines, density_mode=True)
         return sum(p.sum(-1) for p in self._plane_line_products(planes, lines, xyz_normed))
 
     def compute_appfeature(self, xyz_normed: jt.Var) -> jt.Var:
         planes, lines = self.app_grids()
         if self.fused:
-            products = vm_features(xyz_normed, *self._channel_last(planes, lines), density_mode=False)
+            products = vm_features(xyz_normed, planes, lines, density_mode=False)
         else:
             products = jt.concat(self._plane_line_products(planes, lines, xyz_normed), dim=-1)
         return self.basis_mat(products)
@@ -109,17 +107,20 @@ class TensorVMSplit(TensorBase):
 
     # --------------------------------------------------------- grid operations
     def upsample_volume_grid(self, res_target) -> None:
-        """Resize planes and lines to ``res_target`` (x, y, z) by bilinear interpolation."""
+        """Resize planes and lines to ``res_target`` (x, y, z) by bilinear interpolation (in the
+        reference's layout, where ``nn.interpolate`` works)."""
         res_target = [int(r) for r in res_target]
+        plane_to, plane_from = PLANE
+        line_to, line_from = LINE
         with jt.no_grad():
             for planes, lines in ((self.app_plane, self.app_line), (self.density_plane, self.density_line)):
                 for i, vec_id in enumerate(self.vecMode):
                     mat_id_0, mat_id_1 = self.matMode[i]
-                    planes[i] = as_trainable(nn.interpolate(
-                        planes[i], size=(res_target[mat_id_1], res_target[mat_id_0]),
-                        mode="bilinear", align_corners=True))
-                    lines[i] = as_trainable(nn.interpolate(
-                        lines[i], size=(res_target[vec_id], 1), mode="bilinear", align_corners=True))
+                    planes[i] = as_trainable(plane_from(nn.interpolate(
+                        plane_to(planes[i]), size=(res_target[mat_id_1], res_target[mat_id_0]),
+                        mode="bilinear", align_corners=True)))
+                    lines[i] = as_trainable(line_from(nn.interpolate(
+                        line_to(lines[i]), size=(res_target[vec_id], 1), mode="bilinear", align_corners=True)))
         self.set_grid_size(res_target)
 
     def shrink(self, new_aabb: np.ndarray) -> None:
@@ -133,12 +134,12 @@ class TensorVMSplit(TensorBase):
         with jt.no_grad():
             for i, vec_id in enumerate(self.vecMode):
                 lo, hi = top_left[vec_id], bottom_right[vec_id]
-                self.density_line[i] = as_trainable(self.density_line[i][:, :, lo:hi, :])
-                self.app_line[i] = as_trainable(self.app_line[i][:, :, lo:hi, :])
+                self.density_line[i] = as_trainable(self.density_line[i][lo:hi])
+                self.app_line[i] = as_trainable(self.app_line[i][lo:hi])
                 mode0, mode1 = self.matMode[i]
                 rows = slice(top_left[mode1], bottom_right[mode1])
                 cols = slice(top_left[mode0], bottom_right[mode0])
-                self.density_plane[i] = as_trainable(self.density_plane[i][:, :, rows, cols])
-                self.app_plane[i] = as_trainable(self.app_plane[i][:, :, rows, cols])
+                self.density_plane[i] = as_trainable(self.density_plane[i][rows, cols])
+                self.app_plane[i] = as_trainable(self.app_plane[i][rows, cols])
 
         self.finish_shrink(new_aabb, top_left, bottom_right, widened)

@@ -3,7 +3,9 @@
 The reference's first VM variant: ``plane_coef`` [3, C_app + C_density, res, res] and
 ``line_coef`` [3, C_app + C_density, res, 1], one slice per axis, appearance channels first
 and density channels last. The field is the same plane x line sum as TensorVMSplit's, so the
-lookups (and the fused kernels) are shared; only the storage differs.
+lookups (and the fused kernels) are shared; only the storage differs: the tensors keep the
+reference's layout, and each step reads its per-axis slices channel-last through a copy (one
+tensor holds both fields' channels, so no single layout serves both).
 
 The reference ships this class but cannot run it: its component counts are per-axis lists, so
 allocating the tensors fails, and it has no shrink, L1 or TV terms. Here it runs, with these
@@ -19,6 +21,7 @@ import jittor as jt
 from jittor import nn
 
 from tensorf_jt.errors import ConfigError
+from tensorf_jt.kernels.layout import permute
 from tensorf_jt.models.tensor_base import as_trainable
 from tensorf_jt.models.tensor_vm import TensorVMSplit
 
@@ -27,6 +30,7 @@ class TensorVM(TensorVMSplit):
     """Single-tensor VM radiance field (reference ``models/tensoRF.py: TensorVM``)."""
 
     crops_grid = False
+    stored_layouts = {}
 
     def init_svd_volume(self) -> None:
         for name, counts in (("n_lamb_sigma", self.density_n_comp), ("n_lamb_sh", self.app_n_comp)):
@@ -42,8 +46,9 @@ class TensorVM(TensorVMSplit):
         self.basis_mat = nn.Linear(3 * self.app_n_comp[0], self.app_dim, bias=False)
 
     def _split(self, channels: slice) -> tuple[list[jt.Var], list[jt.Var]]:
-        return ([self.plane_coef[i:i + 1, channels] for i in range(3)],
-                [self.line_coef[i:i + 1, channels] for i in range(3)])
+        """Per axis, the plane [res, res, C] and line [res, C] of ``channels``, channel-last."""
+        return ([permute(self.plane_coef[i, channels], (1, 2, 0)) for i in range(3)],
+                [permute(self.line_coef[i, channels, :, 0], (1, 0)) for i in range(3)])
 
     def density_grids(self) -> tuple[list[jt.Var], list[jt.Var]]:
         return self._split(slice(self.app_n_comp[0], None))

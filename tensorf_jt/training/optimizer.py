@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import jittor as jt
 
+from tensorf_jt.kernels.adam import adam_update
+
 if TYPE_CHECKING:
     from tensorf_jt.models import TensoRFModel
 
@@ -68,11 +70,17 @@ class TorchAdam(jt.optim.Adam):
       coefficients are chosen per group instead (1 - b1 and 1 - b2 become 0, b2 becomes 1,
       the step size 0), which leaves p, m and v exactly as they were (only a zero can change:
       -0.0 + 0.0 is 0.0).
+    - With ``fused`` (the model's ``--kernels fused``), each parameter's update is one kernel
+      (``kernels.adam``) that reads p, g, m and v once and writes the three new tensors; without,
+      the same arithmetic runs as the Jittor expressions in ``step``, the specification.
     """
 
+    COEFFICIENTS = ("neg_step_size", "bias_correction2_sqrt", "weight1", "decay2", "weight2")
+
     def __init__(self, params: Sequence, lr: float, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8) -> None:
+                 eps: float = 1e-8, fused: bool = False) -> None:
         super().__init__(params, lr, eps=eps, betas=betas)
+        self.fused = bool(fused)
         if any(group.get("weight_decay", 0) for group in self.param_groups):
             raise ValueError("TorchAdam has no weight decay (TensoRF uses none).")
         self._positions: list[jt.Var] = []
@@ -127,16 +135,21 @@ class TorchAdam(jt.optim.Adam):
                 continue
             eps = group.get("eps", self.eps)
             steps, coefficients = self._coefficients(group, trained)
+            table = jt.stack([coefficients[name] for name in self.COEFFICIENTS]) if self.fused else None
             for index, (p, g, m, v) in enumerate(zip(group["params"], group["grads"], group["m"], group["values"])):
                 if not trained[index]:
                     continue
-                # This parameter's coefficients, broadcast to its shape inside the update kernel.
-                c = {name: vector.reindex(p.shape, ["@e0(0)"], extras=[self._positions[index]])
-                     for name, vector in coefficients.items()}
-                new_m = m + c["weight1"] * (g - m)
-                new_v = v * c["decay2"] + (c["weight2"] * g) * g
-                denom = jt.sqrt(new_v) / c["bias_correction2_sqrt"] + eps
-                p.update(p + (c["neg_step_size"] * new_m) / denom)
+                if self.fused:
+                    new_p, new_m, new_v = adam_update(p, g, m, v, table, self._positions[index], eps)
+                else:
+                    # This parameter's coefficients, broadcast to its shape inside the update kernel.
+                    c = {name: vector.reindex(p.shape, ["@e0(0)"], extras=[self._positions[index]])
+                         for name, vector in coefficients.items()}
+                    new_m = m + c["weight1"] * (g - m)
+                    new_v = v * c["decay2"] + (c["weight2"] * g) * g
+                    denom = jt.sqrt(new_v) / c["bias_correction2_sqrt"] + eps
+                    new_p = p + (c["neg_step_size"] * new_m) / denom
+                p.update(new_p)
                 m.update(new_m)
                 v.update(new_v)
             group["steps"].update(steps)
@@ -145,8 +158,8 @@ class TorchAdam(jt.optim.Adam):
 
 def make_optimizer(model: TensoRFModel, lr_grid: float, lr_network: float) -> TorchAdam:
     """Adam over the field's two parameter groups (grids at ``lr_grid``, basis matrix and MLP at
-    ``lr_network``) with the reference's betas. Jittor's optimizers need a default lr even with
+    ``lr_network``) with the reference's betas, fused where the model's kernels are. Jittor's optimizers need a default lr even with
     per-group lrs. Groups without parameters (the SH and RGB shaders have none) are left out."""
     groups = model.field.get_optparam_groups(lr_grid, lr_network)
     groups = [group for group in groups if list(group["params"])]
-    return TorchAdam(groups, lr=lr_grid, betas=(0.9, 0.99))
+    return TorchAdam(groups, lr=lr_grid, betas=(0.9, 0.99), fused=model.kernels == "fused")

@@ -6,8 +6,9 @@ dict with ``format`` = ``STATE_FORMAT`` and:
 - ``iteration``: iterations completed (the next one to run);
 - ``model``: the model checkpoint dict (``checkpoint.checkpoint_dict``, the ``expname.th`` layout);
 - ``optimizer``: Adam's step count (``n_step``) and, per parameter group, its learning rate,
-  both moment estimates (``m`` and Jittor's ``values``) as Vars and the per-parameter step
-  counts (``steps``, int32 Var; a state without them still loads, see ``load_optimizer_state``);
+  both moment estimates (``m`` and Jittor's ``values``) as Vars in their parameters' saved
+  layout (the reference's, as the model's tensors) and the per-parameter step counts
+  (``steps``, int32 Var; a state without them still loads, see ``load_optimizer_state``);
 - ``schedule``: grid size (``reso_cur``, ``reso_mask``), samples per ray, the loss weights
   that change as training goes (L1 after the first mask update, TV decaying every step), and
   the learning-rate scale left by the NaN guard;
@@ -32,6 +33,7 @@ from tensorf_jt.errors import CheckpointError, ConfigError
 from tensorf_jt.formats.checkpoint import checkpoint_dict, read_pickled
 from tensorf_jt.formats.checkpoint_checks import is_tensor
 from tensorf_jt.models import TensoRFModel
+from tensorf_jt.models.tensor_base import TensorBase
 from tensorf_jt.training.optimizer import TorchAdam
 from tensorf_jt.training.schedules import ScheduleState
 
@@ -54,7 +56,7 @@ def snapshot(iteration: int, model: TensoRFModel, optimizer: TorchAdam, schedule
              ray_keep: np.ndarray | None, sampler: dict) -> dict:
     """Copies of everything the loop needs to continue from ``iteration``: model, Adam, schedule
     values, the training-ray mask and the batch stream's position (``RayBatchDataset.state``)."""
-    taken = {"iteration": iteration, "model": checkpoint_dict(model), "optimizer": optimizer_state(optimizer),
+    taken = {"iteration": iteration, "model": checkpoint_dict(model), "optimizer": optimizer_state(optimizer, model.field),
              "schedule": schedule.to_dict(), "ray_keep": ray_keep, "sampler": sampler}
     jt.sync(list(taken["model"]["state_dict"].values())
             + [var for group in taken["optimizer"]["groups"] for key in ("m", "values") for var in group[key]])
@@ -137,22 +139,34 @@ def check_state(state: dict, source: str) -> None:
         raise CheckpointError(f"{source}: iteration {state['iteration']} is negative; the file is damaged.")
 
 
-def optimizer_state(optimizer: TorchAdam) -> dict:
-    """Adam's step counts, and per group its learning rate and moment estimates (cloned Vars).
+def _moment_layouts(optimizer: TorchAdam, field: TensorBase | None) -> list[list[str | None]]:
+    """Per group, each parameter's name in ``field`` (whose layout its moments share), or None."""
+    names = field.parameter_names() if field is not None else {}
+    return [[names.get(id(param)) for param in group["params"]] for group in optimizer.param_groups]
+
+
+def optimizer_state(optimizer: TorchAdam, field: TensorBase | None = None) -> dict:
+    """Adam's step counts, and per group its learning rate and moment estimates (cloned Vars,
+    in the saved layout of ``field``'s parameters: ``TensorBase.to_reference``).
 
     ``steps`` are the per-parameter counts (``TorchAdam``); ``n_step`` is Jittor's count of
     optimizer steps, which a state written before per-parameter counts holds alone.
     """
+    def saved(name: str | None, moment: jt.Var) -> jt.Var:
+        return (moment if name is None else field.to_reference(name, moment)).clone()
+
     return {
         "n_step": int(optimizer.n_step),
-        "groups": [{"lr": float(group["lr"]), "m": [m.clone() for m in group["m"]],
-                    "values": [v.clone() for v in group["values"]], "steps": group["steps"].clone()}
-                   for group in optimizer.param_groups],
+        "groups": [{"lr": float(group["lr"]), "m": [saved(name, m) for name, m in zip(names, group["m"])],
+                    "values": [saved(name, v) for name, v in zip(names, group["values"])],
+                    "steps": group["steps"].clone()}
+                   for group, names in zip(optimizer.param_groups, _moment_layouts(optimizer, field))],
     }
 
 
-def load_optimizer_state(optimizer: TorchAdam, state: dict) -> None:
-    """Put ``optimizer_state`` output back into a ``TorchAdam`` built over the same parameter groups.
+def load_optimizer_state(optimizer: TorchAdam, state: dict, field: TensorBase | None = None) -> None:
+    """Put ``optimizer_state`` output back into a ``TorchAdam`` built over the same parameter groups
+    (of ``field``, whose layouts the saved moments are converted back to).
 
     A state without per-parameter counts (written by Jittor's Adam, which counted only the
     optimizer's steps) gives each parameter ``n_step``, or 0 where both its moments are zero
@@ -163,17 +177,20 @@ def load_optimizer_state(optimizer: TorchAdam, state: dict) -> None:
     if len(groups) != len(state["groups"]):
         raise CheckpointError(f"The saved optimizer has {len(state['groups'])} parameter groups; "
                               f"this model has {len(groups)}.")
-    for index, (group, saved) in enumerate(zip(groups, state["groups"])):
+    layouts = _moment_layouts(optimizer, field)
+    for index, (group, saved, names) in enumerate(zip(groups, state["groups"], layouts)):
         for key in ("m", "values"):
             if len(saved[key]) != len(group[key]):
                 raise CheckpointError(f"Optimizer group {index} holds {len(group[key])} tensors; "
                                       f"the saved one {len(saved[key])}.")
-            for target, value in zip(group[key], saved[key]):
+            for target, value, name in zip(group[key], saved[key], names):
                 value = value if isinstance(value, jt.Var) else jt.array(np.asarray(value))
-                if tuple(value.shape) != tuple(target.shape):
+                expected = tuple((target if name is None else field.to_reference(name, target)).shape)
+                if tuple(value.shape) != expected:
                     raise CheckpointError(f"Optimizer group {index}: a saved moment has shape {tuple(value.shape)}, "
-                                          f"the parameter {tuple(target.shape)}.")
-                target.update(value.float32())
+                                          f"the parameter {expected}.")
+                value = value.float32()
+                target.update(value if name is None else field.from_reference(name, value))
         if "steps" in saved:
             steps = np.asarray(saved["steps"].numpy() if isinstance(saved["steps"], jt.Var) else saved["steps"])
         else:

@@ -153,7 +153,7 @@ class Trainer:
         self._synchronise_model()
         self.schedule_state = ScheduleState.from_dict(taken["schedule"])
         self.optimizer = make_optimizer(self.model, schedule.lr_init, schedule.lr_basis)
-        load_optimizer_state(self.optimizer, taken["optimizer"])
+        load_optimizer_state(self.optimizer, taken["optimizer"], self.model.field)
         if self.ray_batches is None or taken["ray_keep"] is not self.ray_keep:
             self._set_training_rays(taken["ray_keep"])
         self.ray_batches.restore(taken["sampler"])
