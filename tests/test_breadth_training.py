@@ -32,7 +32,7 @@ def test_model_and_shading_mode_trains(model_name, shading, tiny_scene, tmp_path
                        "--N_voxel_final", "4096", "--N_vis", "0", "--seed", "3", "--density_shift", "-2",
                        "--dataset_name", "blender"])  # reads the shared scene, never regenerates it
     trainer = Trainer(config)
-    losses = [trainer.train_step() for _ in range(40)]
+    losses = [float(trainer.train_step().item()) for _ in range(40)]
     assert all(math.isfinite(loss) for loss in losses)
     first, last = np.mean(losses[:5]), np.mean(losses[-5:])
     assert last < 0.8 * first, f"{model_name}/{shading}: loss {first:.4f} -> {last:.4f}"

@@ -20,18 +20,19 @@ from tensorf_jt.models import TensoRFModel
 from tensorf_jt.training.trainer import Trainer
 
 
-def inject_nan_after_steps(monkeypatch, plan: dict[int, str]) -> None:
-    """Once per iteration of ``plan``, fill density_plane.0 with NaN right after that iteration's
-    step; for plan value "loss", also report the step's loss as NaN."""
+def inject_nan_after_steps(monkeypatch, plan: list[tuple[int, str]]) -> None:
+    """Fill density_plane.0 with NaN right after the step of the plan's next iteration, one plan
+    entry at a time (a replayed iteration can come up again); for "loss", also report the
+    step's loss as NaN."""
     step = Trainer.train_step
-    pending = dict(plan)
+    pending = list(plan)
 
     def step_then_corrupt(self):
         mse = step(self)
-        if self.iteration in pending:
+        if pending and self.iteration == pending[0][0]:
             parameter = self.model.field.density_plane[0]
             parameter.update(jt.full_like(parameter, float("nan")))
-            return float("nan") if pending.pop(self.iteration) == "loss" else mse
+            return jt.array([float("nan")]) if pending.pop(0)[1] == "loss" else mse
         return mse
 
     monkeypatch.setattr(Trainer, "train_step", step_then_corrupt)
@@ -40,10 +41,10 @@ def inject_nan_after_steps(monkeypatch, plan: dict[int, str]) -> None:
 def test_nonfinite_values_send_training_back_with_halved_learning_rates(tiny_scene, tmp_path, monkeypatch):
     # A NaN in a parameter need not reach the loss (Jittor's ReLU and the fused kernels'
     # comparisons turn NaN into zeros or skipped samples): the parameter check at the snapshot
-    # after step 4 finds it and goes back to 0. A NaN loss at step 8 goes back to 5; so does the
-    # one at step 9 after the replay, from the same snapshot, which must still hold good values.
-    # Each time the learning rates are halved.
-    inject_nan_after_steps(monkeypatch, {4: "parameters", 8: "loss", 9: "loss"})
+    # after step 4 finds it and goes back to 0. A NaN loss at step 8, found when the losses are
+    # read after step 9, goes back to 5; so does the one at step 7 in the replay, from the same
+    # snapshot, which must still hold good values. Each time the learning rates are halved.
+    inject_nan_after_steps(monkeypatch, [(4, "parameters"), (8, "loss"), (7, "loss")])
     trainer = Trainer(load_run_config(tiny_argv(tiny_scene, tmp_path, "--n_iters", "14", "--render_test", "0")))
     with pytest.warns(UserWarning) as warned:
         result = trainer.run()
@@ -52,7 +53,7 @@ def test_nonfinite_values_send_training_back_with_halved_learning_rates(tiny_sce
     assert messages[0].startswith("parameters density_plane.0 are not finite at iteration 4: back to iteration 0, "
                                   "learning rates x0.5")
     assert messages[1].startswith("the loss is nan at iteration 8: back to iteration 5, learning rates x0.25")
-    assert messages[2].startswith("the loss is nan at iteration 9: back to iteration 5, learning rates x0.125")
+    assert messages[2].startswith("the loss is nan at iteration 7: back to iteration 5, learning rates x0.125")
     assert result.iterations == 14 and trainer.schedule_state.lr_scale == 0.125
     assert nonfinite_parameters(trainer.model) == []
     # The upsample at iteration 10 restarted Adam at lr_init times the guard's scale; 3 steps decayed it since.

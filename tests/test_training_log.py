@@ -3,6 +3,7 @@ import csv
 import json
 
 import imageio.v3 as iio
+import jittor as jt
 import numpy as np
 import pytest
 
@@ -100,7 +101,7 @@ def test_a_crashed_run_keeps_its_rows(tiny_scene, tmp_path):
         steps.append(1)
         if len(steps) > 12:
             raise RuntimeError("simulated crash")
-        return 0.01
+        return jt.array([0.01])
 
     trainer.train_step = step_then_crash
     with pytest.raises(RuntimeError, match="simulated crash"):

@@ -37,7 +37,7 @@ def _alpha_inputs(alpha_mask) -> tuple[jt.Var, dict]:
     """The alpha volume (a 1-voxel stand-in when there is none) and its box as kernel data."""
     if alpha_mask is None:
         return jt.ones((1, 1, 1), dtype="float32"), {"has_alpha": 0.0}
-    aabb = alpha_mask.aabb.numpy()
+    aabb = alpha_mask.box
     data = {"has_alpha": 1.0}
     for a in range(3):
         data[f"alpha_min{a}"] = float(aabb[0, a])

@@ -24,6 +24,8 @@ class AlphaGridMask:
     def __init__(self, aabb: jt.Var, alpha_volume: jt.Var) -> None:
         """aabb: [2, 3] float32; alpha_volume: [Z, Y, X] float32 of 0s and 1s."""
         self.aabb = aabb.float32().stop_grad()
+        # Read once here: ray marching passes the box to its kernels as numbers at every step.
+        self.box: np.ndarray = self.aabb.numpy()
         self.alpha_volume = alpha_volume.float32().stop_grad()
         self.inv_half_size = 2.0 / (self.aabb[1] - self.aabb[0])
 

@@ -111,20 +111,23 @@ def broadcast_optional(array: np.ndarray | None, shape: tuple[int, ...], dtype: 
     return received[1:].reshape(shape).astype(dtype) if received[0] else None
 
 
-def mean_and_any(value: float, flag: bool) -> tuple[float, bool]:
-    """The mean of ``value`` over the ranks and whether ``flag`` is set on any, in one all-reduce.
+def mean_and_any(values: jt.Var, flag: bool) -> tuple[np.ndarray, bool]:
+    """The mean over the ranks of ``values`` (a float Var [n]) and whether ``flag`` is set on any,
+    read to the host together: one all-reduce under MPI, one read of the device in any case.
 
-    A NaN on any rank makes the mean NaN, so every rank sees a failed step together.
+    A NaN on any rank makes its mean NaN, so every rank sees a failed step together.
     """
-    if not jt.in_mpi:
-        return value, flag
-    total = jt.array(np.array([value, float(flag)]), dtype="float64").mpi_all_reduce("add").numpy()
-    return float(total[0] / world_size()), bool(total[1] > 0)
+    packed = jt.concat([values.reshape(-1).float64(), jt.array(np.array([float(flag)]), dtype="float64")])
+    if jt.in_mpi:
+        packed = packed.mpi_all_reduce("add")
+    total = packed.numpy()
+    return total[:-1] / world_size(), bool(total[-1] > 0)
 
 
 def barrier() -> None:
     """Wait until every rank gets here (after rank 0 has written what the others must not race)."""
-    mean_and_any(0.0, False)
+    if jt.in_mpi:
+        mean_and_any(jt.zeros((1,)), False)
 
 
 def check_ranks_agree(variables: list[jt.Var], names: list[str]) -> None:

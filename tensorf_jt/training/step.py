@@ -4,8 +4,9 @@ The reference's training iteration: render the batch with jittered samples (``pe
 on a white background where the dataset has one and on half the batches at random otherwise
 (where the sampler takes a background colour at all), photometric MSE plus the weighted
 regularisers and, for samplers that number their samples, the distortion loss; one Adam step;
-learning-rate decay. The whole step runs in one Jittor graph and is synchronised at its end,
-so that its time is its own.
+learning-rate decay. The whole step runs in one Jittor graph, executed at its end so that its
+time is its own; nothing of it is read back to the host (the trainer reads the losses of
+several steps at once, ``training.run_state.PendingLosses``).
 """
 from __future__ import annotations
 
@@ -47,10 +48,11 @@ def batch_background(model: TensoRFModel, white_bg: bool) -> bool:
 
 
 def train_step(model: TensoRFModel, optimizer: TorchAdam, batch: tuple[jt.Var, jt.Var], policy: StepPolicy,
-               state: ScheduleState, n_samples: int, jitter: jt.Var | None = None) -> tuple[float, dict[str, jt.Var]]:
+               state: ScheduleState, n_samples: int, jitter: jt.Var | None = None) -> tuple[jt.Var, dict[str, jt.Var]]:
     """One step on ``batch`` (rays [B, 6], colours [B, 3]); ``jitter`` gives the samples' shifts
     (the data-parallel trainer's share of one draw), else the model draws them. Returns the
-    batch's photometric MSE and the step's regularisers by TensorBoard tag (computed)."""
+    batch's photometric MSE [1] and the step's regularisers by TensorBoard tag, computed and
+    not read."""
     rays, rgbs = batch
     output = model(rays, white_bg=batch_background(model, policy.white_bg), n_samples=n_samples,
                    perturb=policy.perturb, jitter=jitter, with_distortion=policy.distortion_weight > 0)
@@ -67,6 +69,7 @@ def train_step(model: TensoRFModel, optimizer: TorchAdam, batch: tuple[jt.Var, j
         for group in optimizer.param_groups:
             group["lr"] = group["lr"] * policy.lr_factor
     # The whole step runs here, in one graph: without this, the update would wait for
-    # whatever next needs the parameters, and the step's time would land elsewhere.
+    # whatever next needs the parameters, and the step's time would land elsewhere. It runs
+    # the work and reads nothing back.
     jt.sync_all()
-    return float(mse.item()), terms
+    return mse, terms

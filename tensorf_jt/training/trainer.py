@@ -44,7 +44,7 @@ from tensorf_jt.training.nan_guard import SNAPSHOT_EVERY_WITHOUT_SAVES, NanGuard
 from tensorf_jt.training.optimizer import make_optimizer
 from tensorf_jt.training.ray_filtering import filter_training_rays, ray_batches
 from tensorf_jt.training.renders import render_after_training, render_test_views
-from tensorf_jt.training.run_state import RunProgress
+from tensorf_jt.training.run_state import PendingLosses, RunProgress
 from tensorf_jt.training.schedules import N_to_reso, ScheduleState, TrainingSchedule
 from tensorf_jt.training.state import load_optimizer_state, snapshot, state_contents, state_path, unpack_ray_mask
 from tensorf_jt.training.step import StepPolicy, train_step
@@ -104,6 +104,7 @@ class Trainer:
         self.ray_keep: np.ndarray | None = None  # which of the dataset's training rays are trained on
         self.nan_guard = NanGuard()
         self.step_terms: dict[str, jt.Var] = {}  # the last step's regularisers (computed), for TensorBoard
+        self.pending_losses = PendingLosses()  # the steps' losses since they were last read
         self.viewer: LiveViewer | None = None  # rank 0, --viewer 1; started by run()
         log_rows, elapsed_before = [], 0.0  # a resumed run's log and training time so far
         if state is None:
@@ -158,6 +159,7 @@ class Trainer:
             self._set_training_rays(taken["ray_keep"])
         self.ray_batches.restore(taken["sampler"])
         self.iteration = int(taken["iteration"])
+        self.pending_losses.clear()
 
     def _resume(self, state: dict) -> tuple[list[dict], float]:
         """Continue a state file's run; returns its training log's rows and training time so far."""
@@ -168,9 +170,12 @@ class Trainer:
     def _checkpoint(self, save: bool) -> bool:
         """Take the NaN guard's snapshot and, if ``save``, write it to the state file.
 
-        Returns False instead when a parameter is no longer finite; training has then gone back
-        to the previous snapshot (there must be one: the starting model must be finite).
+        Returns False instead when a loss since the last read or a parameter is no longer finite;
+        training has then gone back to the previous snapshot (there must be one: the starting
+        model must be finite).
         """
+        if not self._read_losses(None):
+            return False
         bad = nonfinite_parameters(self.model)
         if bad and self.nan_guard.snapshot is None:
             raise CheckpointError(f"The model to train starts with non-finite values in {', '.join(bad[:3])}: "
@@ -204,8 +209,9 @@ class Trainer:
         self.progress.events.append((iteration, f"non-finite: {text}"))
 
     # ------------------------------------------------------------------ a step
-    def train_step(self) -> float:
-        """One optimisation step on the next ray batch; returns the batch's photometric MSE."""
+    def train_step(self) -> jt.Var:
+        """One optimisation step on the next ray batch; returns the batch's photometric MSE, a
+        computed Var [1] that is not read (``PendingLosses``)."""
         with stage("batch"):
             batch = next(self._batch_iter)
         mse, self.step_terms = train_step(self.model, self.optimizer, batch, self.policy, self.schedule_state,
@@ -276,23 +282,37 @@ class Trainer:
             raise KeyboardInterrupt
         self.stop_signal = signum
 
-    def _run_iteration(self, progress: tqdm) -> None:
-        """Train iteration ``self.iteration`` and run the events scheduled after it."""
-        config, iteration, record = self.config, self.iteration, self.progress
-        seed_iteration(config.schedule.seed, iteration)
-        tick = time.time()
-        mse = self.train_step()
-        self.step_times.append(time.time() - tick)
-        self.cache_trim.check()
-        # Every rank leaves this step with the mean loss over the ranks' shares (the whole
-        # batch's) and with one decision on stopping, so that all take the same path below.
-        mse, stop = distributed.mean_and_any(mse, self.stop_signal is not None)
+    def _reads_losses_after(self, iteration: int) -> bool:
+        """Whether the losses are read after ``iteration``: to log them, and before anything
+        that must start from finite parameters (test renders, grid events). The same answer on
+        every MPI rank, since they agree on stopping there. Snapshots read them too."""
+        config = self.config
+        return (iteration % config.output.progress_refresh_rate == 0
+                or (config.output.tensorboard and iteration % config.output.tensorboard_every == 0)
+                or (config.render.N_vis != 0 and iteration % config.render.vis_every == config.render.vis_every - 1)
+                or self.schedule.updates_alpha_mask(iteration) or self.schedule.upsamples(iteration))
+
+    def _read_losses(self, progress: tqdm | None) -> bool:
+        """Read the pending steps' losses (one wait for the device), log them and agree with the
+        other ranks on stopping. A non-finite one sends training back to the last snapshot
+        (``_recover``); then returns False."""
+        read, stop = self.pending_losses.read(self.stop_signal is not None)
         if stop:
             self.stop_agreed = True
             self.stop_signal = self.stop_signal or signal.SIGTERM  # another rank was asked to stop
-        if not math.isfinite(mse):
-            self._recover(iteration, f"the loss is {mse}")
-            return
+        for iteration, mse in read:
+            if not math.isfinite(mse):
+                self._recover(iteration, f"the loss is {mse}")
+                return False
+            self._record_loss(iteration, mse, progress)
+        if read:
+            self.nan_guard.passed(read[-1][0])
+        return True
+
+    def _record_loss(self, iteration: int, mse: float, progress: tqdm | None) -> None:
+        """A step's loss into the progress display, the training log and TensorBoard (at their
+        intervals; the step's regularisers are those of the last step, read with it)."""
+        config, record = self.config, self.progress
         record.last_psnr = mse_to_psnr(mse)
         record.recent_psnrs.append(record.last_psnr)
         if iteration % config.output.tensorboard_every == 0:
@@ -302,10 +322,24 @@ class Trainer:
                                            self.ray_batches.n_rays)
         if iteration % config.output.progress_refresh_rate == 0:
             window_psnr = float(np.mean(record.recent_psnrs))
-            progress.set_description(f"Iteration {iteration:05d}: train_psnr = {window_psnr:.2f} "
-                                     f"test_psnr = {record.test_psnr:.2f} mse = {mse:.6f}")
+            if progress is not None:
+                progress.set_description(f"Iteration {iteration:05d}: train_psnr = {window_psnr:.2f} "
+                                         f"test_psnr = {record.test_psnr:.2f} mse = {mse:.6f}")
             self._log(iteration, mse=mse, train_psnr=window_psnr)
             record.recent_psnrs = []
+
+    def _run_iteration(self, progress: tqdm) -> None:
+        """Train iteration ``self.iteration`` and run the events scheduled after it."""
+        config, iteration, record = self.config, self.iteration, self.progress
+        seed_iteration(config.schedule.seed, iteration)
+        tick = time.time()
+        self.pending_losses.add(iteration, self.train_step())
+        self.step_times.append(time.time() - tick)
+        self.cache_trim.check()
+        if distributed.world_size() == 1 and self.stop_signal is not None:
+            self.stop_agreed = True
+        if self._reads_losses_after(iteration) and not self._read_losses(progress):
+            return
         if config.render.N_vis != 0 and iteration % config.render.vis_every == config.render.vis_every - 1:
             record.test_psnr = self.visualize(iteration)
             self._log(iteration, test_psnr=record.test_psnr, event="test views rendered (imgs_vis)")
@@ -320,7 +354,6 @@ class Trainer:
             self._log(event_iteration, event=text)
         record.logged_events = len(record.events)
         self.iteration += 1
-        self.nan_guard.passed(iteration)
         snapshot_every = config.output.save_every or SNAPSHOT_EVERY_WITHOUT_SAVES
         if self.iteration % snapshot_every == 0 and self.iteration < config.schedule.n_iters:
             self._checkpoint(save=config.output.save_every > 0)
