@@ -13,6 +13,7 @@ from tensorf_jt import kernels
 from tensorf_jt.rendering import compositing
 from tensorf_jt.rendering.alpha_grid import AlphaGridMask
 from tensorf_jt.errors import ConfigError
+from tensorf_jt.kernels.bias_relu import bias_relu
 from tensorf_jt.kernels.packed_compositing import composite_weights, segment_sum
 from tensorf_jt.kernels.cp_field import cp_features
 from tensorf_jt.kernels.encoding import layout_values
@@ -180,6 +181,42 @@ def test_encoded_mlp_input_matches_concatenation(shader):
     assert_close(fused_grad, ref_grad, 1e-4, "gradient of the features")
 
 
+def test_bias_relu_matches_numpy():
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=(301, 19)).astype(np.float32)
+    bias = rng.normal(size=19).astype(np.float32)
+    z[:, 3] = -bias[3]  # z + b exactly 0: no gradient passes, as in torch
+    upstream = rng.normal(size=z.shape).astype(np.float32)
+    z_var, bias_var = jt.array(z), jt.array(bias)
+    h = bias_relu(z_var, bias_var)
+    grad_z, grad_bias = jt.grad((h * jt.array(upstream)).sum(), [z_var, bias_var])
+    active = (z + bias) > 0
+    np.testing.assert_array_equal(h.numpy(), np.maximum(z + bias, 0))
+    np.testing.assert_array_equal(grad_z.numpy(), np.where(active, upstream, 0))
+    np.testing.assert_allclose(grad_bias.numpy(), np.where(active, upstream, 0).astype(np.float64).sum(0),
+                               rtol=1e-5, atol=1e-5)
+    assert not active[:, 3].any() and grad_bias.numpy()[3] == 0
+    assert bias_relu(jt.zeros((0, 19)), bias_var).shape == [0, 19]
+
+
+@pytest.mark.parametrize("shader", [MLPRender_Fea(5, 2, 2, 8), MLPRender_PE(5, 2, 6, 8), MLPRender(5, 6, 8)])
+def test_fused_mlp_matches_jittor_layers(shader):
+    rng = np.random.default_rng(9)
+    features = jt.array(rng.normal(size=(90, 5)).astype(np.float32))
+    viewdirs = jt.array(rng.normal(size=(90, 3)).astype(np.float32))
+    pts = jt.array(rng.uniform(-1, 1, (90, 3)).astype(np.float32))
+
+    def compute(fused):
+        rgb = shader(pts, viewdirs, features)
+        grads = jt.grad(jt.sqr(rgb - 0.3).sum(), [features] + shader.parameters())
+        return rgb.numpy(), [g.numpy() for g in grads]
+
+    (fused_rgb, fused_grads), (ref_rgb, ref_grads) = both_paths(compute, shader)
+    assert_close(fused_rgb, ref_rgb, 1e-6, "rgb")
+    for index, (fused_grad, ref_grad) in enumerate(zip(fused_grads, ref_grads)):
+        assert_close(fused_grad, ref_grad, 1e-5, f"gradient {index}")
+
+
 def test_whole_render_and_parameter_gradients_match():
     model = tiny_model(grid=(14, 13, 12), density_shift=-2.0)
     model.shrink(model.update_alpha_mask((14, 13, 12)))
@@ -248,7 +285,7 @@ def test_cuda_sources_compile(tmp_path):
     """The GPU kernels must build, templates instantiated, even where no GPU can run them."""
     sources = {name: kernel_source(f"{name}_cuda.cuh")
                for name in ("vm_field", "cp_field", "ray_marching", "compositing", "encoding", "distortion",
-                             "resampling", "adam")}
+                             "resampling", "adam", "bias_relu")}
     sources["encoding"] += "\n" + _encoding_instantiations() + "\n"
     for name, text in sources.items():
         path = tmp_path / f"{name}.cu"

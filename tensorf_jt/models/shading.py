@@ -9,6 +9,7 @@ import jittor as jt
 from jittor import nn
 
 from tensorf_jt.errors import ConfigError
+from tensorf_jt.kernels.bias_relu import bias_relu
 from tensorf_jt.kernels.encoding import encode_row
 
 
@@ -29,7 +30,7 @@ class _MLPShader(nn.Module):
 
     def __init__(self, in_channels: int, featureC: int) -> None:
         super().__init__()
-        self.fused = True  # the input row through the fused kernel; the field sets it (TensorBase.fused)
+        self.fused = True  # input row and hidden layers by the fused kernels; set by TensorBase.fused
         self.in_mlpC = in_channels
         self.mlp = nn.Sequential(
             nn.Linear(self.in_mlpC, featureC),
@@ -55,8 +56,15 @@ class _MLPShader(nn.Module):
         return jt.concat(parts, dim=-1)
 
     def execute(self, pts: jt.Var, viewdirs: jt.Var, features: jt.Var) -> jt.Var:
-        """pts: [N, 3] normalised positions; viewdirs: [N, 3]; features: [N, app_dim] -> rgb [N, 3]."""
-        return jt.sigmoid(self.mlp(self.mlp_input(pts, viewdirs, features)))
+        """pts: [N, 3] normalised positions; viewdirs: [N, 3]; features: [N, app_dim] -> rgb [N, 3].
+        Fused, the hidden layers' bias and ReLU run in one kernel each (``kernels.bias_relu``)."""
+        row = self.mlp_input(pts, viewdirs, features)
+        if not self.fused:
+            return jt.sigmoid(self.mlp(row))
+        first, second, last = self.mlp[0], self.mlp[2], self.mlp[4]
+        hidden = bias_relu(nn.matmul_transpose(row, first.weight), first.bias)
+        hidden = bias_relu(nn.matmul_transpose(hidden, second.weight), second.bias)
+        return jt.sigmoid(last(hidden))
 
 
 class MLPRender_Fea(_MLPShader):
