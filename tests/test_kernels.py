@@ -276,7 +276,7 @@ def _encoding_instantiations() -> str:
         lines += [f"template void tensorf_kernels::encode_forward_cuda<tensorf_kernels::{layout}>"
                   "(const float* const*, long, float*);",
                   f"template void tensorf_kernels::encode_backward_cuda<tensorf_kernels::{layout}>"
-                  "(const float* const*, int, long, const float*, float*);"]
+                  "(const float*, int, long, const float*, float*);"]
     return "\n".join(lines).replace("EncodingPart", "tensorf_kernels::EncodingPart")
 
 

@@ -4,7 +4,7 @@ The reference builds the row with ``torch.cat`` of the raw features, the view di
 sin/cos encodings of either; in Jittor every part, every sin and cos, and the concatenation
 (forward and backward) is a separate pass over a [M, ~150] tensor. This kernel
 (``csrc/encoding_*.h``) writes the row in one pass and returns the gradient of the one input
-that needs it (the appearance features).
+that needs it (the appearance features), from the sines and cosines the row holds.
 
 A *layout* lists the row's parts in order as (input slot, number of frequencies), 0
 frequencies meaning the raw values; a frequency part holds sin(x * 2^k) for every input
@@ -26,8 +26,9 @@ _INPUTS = """
 _FORWARD_GLUE = _INPUTS + """
     encode_forward_$device<$layout>(inputs, input0_shape0, row_p);
 """
-_BACKWARD_GLUE = _INPUTS + """
-    encode_backward_$device<$layout>(inputs, input0_shape1, input0_shape0, grad_row_p, grad_input0_p);
+_BACKWARD_GLUE = """
+    using namespace tensorf_kernels;
+    encode_backward_$device<$layout>(row_p, $width0, row_shape0, grad_row_p, grad_input0_p);
 """
 
 
@@ -54,12 +55,16 @@ class _EncodeRow(jt.Function):
         self.values = layout_values(self.layout, tuple(int(v.shape[1]) for v in inputs))
         shape = (inputs[0].shape[0], row_width(self.layout, tuple(int(v.shape[1]) for v in inputs)))
         row, = device_code([("row", shape, "float32")], self.inputs, "encoding", _FORWARD_GLUE, **self.values)
+        self.row, self.first_shape, self.n_inputs = row, inputs[0].shape, len(inputs)
+        self.inputs = None
         return row
 
     def grad(self, grad_row):
-        grad_first, = device_code([("grad_input0", self.inputs["input0"].shape, "float32")],
-                                  dict(self.inputs, grad_row=grad_row), "encoding", _BACKWARD_GLUE, **self.values)
-        return (grad_first,) + (None,) * (len(self.inputs) - 1)
+        row, self.row = self.row, None  # let the row go with the backward pass
+        grad_first, = device_code([("grad_input0", self.first_shape, "float32")], {"row": row, "grad_row": grad_row},
+                                  "encoding", _BACKWARD_GLUE, layout=self.values["layout"],
+                                  width0=self.first_shape[1])
+        return (grad_first,) + (None,) * (self.n_inputs - 1)
 
 
 def encode_row(inputs: list[jt.Var], layout: list[tuple[int, int]]) -> jt.Var:

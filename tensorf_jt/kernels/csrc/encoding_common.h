@@ -35,21 +35,20 @@ struct EncodingPart {
         return offset + width;
     }
 
-    // Adds this part's d row / d input 0 times upstream to grad (only parts of input 0 do).
-    TJT_HD static int backward(const float* const* inputs, long m, const float* upstream, float* grad, int offset) {
+    // Adds this part's d row / d input 0 times upstream to grad (only parts of input 0 do). The
+    // sines and cosines are read from the row the forward pass wrote (the same numbers).
+    TJT_HD static int backward(const float* row, const float* upstream, float* grad, int offset) {
         if (kSlot != 0) return offset + width;
         if (kFreqs == 0) {
             for (int d = 0; d < kWidth; ++d) grad[d] += upstream[offset + d];
             return offset + width;
         }
-        const float* source = inputs[0] + m * kWidth;
         const int sin_at = offset, cos_at = offset + kWidth * kFreqs;
         for (int d = 0; d < kWidth; ++d) {
-            float x = source[d], scale = 1.0f, sum = 0.0f;
+            float scale = 1.0f, sum = 0.0f;
             for (int k = 0; k < kFreqs; ++k, scale *= 2.0f) {
-                float angle = x * scale;
-                sum += scale * (cosf(angle) * upstream[sin_at + d * kFreqs + k]
-                                - sinf(angle) * upstream[cos_at + d * kFreqs + k]);
+                const int at = d * kFreqs + k;
+                sum += scale * (row[cos_at + at] * upstream[sin_at + at] - row[sin_at + at] * upstream[cos_at + at]);
             }
             grad[d] += sum;
         }
@@ -67,11 +66,11 @@ struct EncodingLayout {
         (void)order;
     }
 
-    // grad [width of input 0] = d row / d input 0 times upstream [row_width()].
-    TJT_HD static void backward(const float* const* inputs, long m, const float* upstream, float* grad, int width0) {
+    // grad [width of input 0] = d row / d input 0 times upstream [row_width()], given the row.
+    TJT_HD static void backward(const float* row, const float* upstream, float* grad, int width0) {
         for (int d = 0; d < width0; ++d) grad[d] = 0.0f;
         int offset = 0;
-        int order[] = {0, (offset = Parts::backward(inputs, m, upstream, grad, offset))...};
+        int order[] = {0, (offset = Parts::backward(row, upstream, grad, offset))...};
         (void)order;
     }
 

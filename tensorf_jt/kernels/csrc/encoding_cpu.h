@@ -14,11 +14,11 @@ inline void encode_forward_cpu(const float* const* inputs, long rows, float* out
 }
 
 template <class Layout>
-inline void encode_backward_cpu(const float* const* inputs, int width0, long rows, const float* grad_rows,
-                                float* grad_first) {
+inline void encode_backward_cpu(const float* row, int width0, long rows, const float* grad_rows, float* grad_first) {
+    const int width = Layout::row_width();
     #pragma omp parallel for schedule(static)
     for (long m = 0; m < rows; ++m)
-        Layout::backward(inputs, m, grad_rows + m * Layout::row_width(), grad_first + m * width0, width0);
+        Layout::backward(row + m * width, grad_rows + m * width, grad_first + m * width0, width0);
 }
 
 }  // namespace tensorf_kernels

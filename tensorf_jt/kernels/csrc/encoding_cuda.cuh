@@ -20,10 +20,11 @@ __global__ void encode_forward_kernel(EncodingInputs in, long rows, float* out) 
 }
 
 template <class Layout>
-__global__ void encode_backward_kernel(EncodingInputs in, int width0, long rows, const float* grad_rows,
+__global__ void encode_backward_kernel(const float* row, int width0, long rows, const float* grad_rows,
                                        float* grad_first) {
     long m = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (m < rows) Layout::backward(in.data, m, grad_rows + m * Layout::row_width(), grad_first + m * width0, width0);
+    const int width = Layout::row_width();
+    if (m < rows) Layout::backward(row + m * width, grad_rows + m * width, grad_first + m * width0, width0);
 }
 
 template <class Layout>
@@ -33,11 +34,9 @@ inline void encode_forward_cuda(const float* const* inputs, long rows, float* ou
 }
 
 template <class Layout>
-inline void encode_backward_cuda(const float* const* inputs, int width0, long rows, const float* grad_rows,
-                                 float* grad_first) {
-    EncodingInputs in = {{inputs[0], inputs[1], inputs[2], inputs[3]}};
+inline void encode_backward_cuda(const float* row, int width0, long rows, const float* grad_rows, float* grad_first) {
     if (rows > 0)
-        encode_backward_kernel<Layout><<<(unsigned)((rows + 255) / 256), 256>>>(in, width0, rows, grad_rows,
+        encode_backward_kernel<Layout><<<(unsigned)((rows + 255) / 256), 256>>>(row, width0, rows, grad_rows,
                                                                                grad_first);
 }
 
