@@ -330,6 +330,7 @@ def test_the_real_360_capture_is_told_unbounded_and_the_forward_facing_one_is_no
     from tensorf_jt.dataLoader.llff import LLFFDataset
     from tensorf_jt.dataLoader.own_data import OwnDataDataset
     from tensorf_jt.dataLoader.scene_fit import camera_focus
+    from tensorf_jt.dataLoader.sector_split import camera_azimuths
 
     copy = tmp_path / "cup"
     shutil.copytree(SHARED_DATA / "cup", copy, ignore=shutil.ignore_patterns("images_undistorted", "*.json"))
@@ -354,6 +355,18 @@ def test_the_real_360_capture_is_told_unbounded_and_the_forward_facing_one_is_no
     assert "foreground box from transforms file" in space.summary()
     fern = LLFFDataset(str(SHARED_DATA / "fern_8"), split="train", downsample=8, unbounded=-1)
     assert not fern.unbounded
+
+    # A held-out sector of 30 degrees in the middle of the arc: its farthest views are 15-20
+    # degrees from the nearest training photo (docs/BENCHMARKS.md's views between the photos).
+    test = OwnDataDataset(str(copy), "test", downsample=16, is_stack=True, holdout_sector=30)
+    train = OwnDataDataset(str(copy), "train", downsample=16, holdout_sector=30)
+    assert (len(train.image_paths), len(test.image_paths)) == (59, 18)
+    azimuths = {Path(frame).name: a for frame, a in zip(
+        [frame["file_path"] for frame in meta["frames"]], camera_azimuths(poses, foreground.mean(0)))}
+    held = np.array([azimuths[Path(path).name] for path in test.image_paths])
+    kept = np.array([azimuths[Path(path).name] for path in train.image_paths])
+    gaps = np.abs((held[:, None] - kept[None] + 180) % 360 - 180).min(1)
+    assert np.all(np.abs((held - test.holdout_center + 180) % 360 - 180) <= 15) and 15 < gaps.max() < 20
 
 
 @pytest.fixture(scope="module")

@@ -166,6 +166,11 @@ def config_parser() -> configargparse.ArgumentParser:
     add("--pose_format", type=str, default="c2w_opengl",
         help="own_data: how transform_matrix is written: c2w_opengl (instant-ngp, the default), c2w_opencv, "
              "w2c_opengl or w2c_opencv")
+    add("--holdout_sector", type=float, default=0.0,
+        help="own_data, demo_room: evaluate on the views inside an azimuth sector this many degrees wide, "
+             "training on all the others (no training photo lies in it); 0: off, the usual split")
+    add("--holdout_center", type=float, default=None,
+        help="the held-out sector's centre azimuth in degrees (default: the cameras' mean azimuth)")
     add("--unbounded", type=int, default=-1,
         help="1: the scene goes on beyond its box (a capture with its room or sky): the box is the foreground "
              "and the rest of space is contracted around it; 0: bounded, as the reference; -1: as the dataset "

@@ -63,6 +63,8 @@ class DataConfig:
     scene_bbox: Optional[Tuple[float, ...]]  # xmin ymin zmin xmax ymax zmax instead of the dataset's box
     near_far: Optional[Tuple[float, float]]  # instead of the dataset's near/far
     pose_format: str  # own_data: how its transform_matrix is written
+    holdout_sector: float  # own_data, demo_room: test views from an azimuth sector this wide (degrees; 0: off)
+    holdout_center: Optional[float]  # the sector's centre azimuth (degrees); None: the cameras' mean
     unbounded: int  # 1: contracted beyond the box, 0: bounded, -1: as the dataset says
 
     def downsample(self, split: str) -> float:
@@ -350,6 +352,15 @@ def _validate_scene_bounds(data: DataConfig) -> None:
     if data.pose_format != POSE_FORMATS[0] and data.dataset_name != "own_data":
         raise ConfigError(f"pose_format applies to dataset_name = own_data only (this run reads {data.dataset_name}); "
                           "remove it.")
+    if not (math.isfinite(data.holdout_sector) and 0 <= data.holdout_sector < 360):
+        raise ConfigError(f"holdout_sector must be a width in degrees from 0 (off) to below 360, "
+                          f"got {data.holdout_sector}.")
+    if data.holdout_center is not None and not math.isfinite(data.holdout_center):
+        raise ConfigError(f"holdout_center must be an azimuth in degrees, got {data.holdout_center}.")
+    if (data.holdout_sector > 0 or data.holdout_center is not None) and data.dataset_name not in ("own_data",
+                                                                                                  "demo_room"):
+        raise ConfigError(f"holdout_sector and holdout_center apply to dataset_name = own_data or demo_room "
+                          f"(this run reads {data.dataset_name}); remove them.")
 
 
 def require_for_training(config: RunConfig) -> None:

@@ -103,7 +103,8 @@ def load_split(data: DataConfig, split: str, is_stack: bool) -> BlenderDataset:
         return _with_overrides(dataset, data)
     if loader is OwnDataDataset:
         return loader(data.datadir, split=split, downsample=data.downsample(split), is_stack=is_stack,
-                      scene_bbox=data.scene_bbox, near_far=data.near_far, pose_format=data.pose_format)
+                      scene_bbox=data.scene_bbox, near_far=data.near_far, pose_format=data.pose_format,
+                      holdout_sector=data.holdout_sector, holdout_center=data.holdout_center)
     return _with_overrides(loader(data.datadir, split=split, downsample=data.downsample(split), is_stack=is_stack), data)
 
 

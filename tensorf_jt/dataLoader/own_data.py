@@ -29,7 +29,9 @@ which breaks on COLMAP-converted files); a single ``transforms.json`` is split
 deterministically; lens distortion fields (k1, k2, p1, p2) are ignored, as there, with a
 warning when they are not zero. Split rule for a single file: frames sorted by
 ``file_path``, every 8th one (positions 0, 8, 16, ...) is the test split (and val), the
-others train -- LLFF's hold-out rule. The render path (the reference has none) circles the
+others train -- LLFF's hold-out rule. With ``holdout_sector`` (degrees) the frames of every
+file are pooled and split by the cameras' azimuth instead (``sector_split``): test views from
+directions no training photo covers. The render path (the reference has none) circles the
 box centre at the training cameras' mean distance and elevation, with "up" the cameras' mean
 up vector.
 
@@ -50,6 +52,7 @@ from tensorf_jt.dataLoader.views import ViewDataset, fit_pixels, read_all_pixels
 from tensorf_jt.dataLoader.camera_checks import check_field_of_view, check_pose
 from tensorf_jt.dataLoader.camera_paths import orbit_path
 from tensorf_jt.dataLoader.conventions import DEFAULT_POSE_FORMAT, check_pose_format, to_c2w_opengl
+from tensorf_jt.dataLoader.sector_split import sector_split
 from tensorf_jt.errors import DatasetError
 from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV, get_ray_directions
 
@@ -150,11 +153,14 @@ class OwnDataDataset(ViewDataset):
 
     def __init__(self, datadir: str, split: str = "train", downsample: float = 1.0, is_stack: bool = False,
                  scene_bbox: Optional[Sequence[float]] = None, near_far: Optional[Sequence[float]] = None,
-                 pose_format: str = DEFAULT_POSE_FORMAT) -> None:
+                 pose_format: str = DEFAULT_POSE_FORMAT, holdout_sector: float = 0.0,
+                 holdout_center: Optional[float] = None) -> None:
         if downsample <= 0:
             raise DatasetError(f"downsample must be positive, got {downsample}.")
         self.root_dir, self.split, self.is_stack = datadir, split, is_stack
         self.downsample, self.pose_format = float(downsample), pose_format
+        self.holdout_sector, self.holdout_center = float(holdout_sector), holdout_center
+        self._box_argument = scene_bbox
         self.transforms_path, meta, frames = self._read_split(split)
         self._set_bounds(meta, scene_bbox, near_far)
         check_pose_format(np.stack([frame["transform_matrix"] for frame in meta["frames"]]).astype(np.float64),
@@ -168,9 +174,12 @@ class OwnDataDataset(ViewDataset):
                                       n_views=120).astype(np.float32)
 
     def _read_split(self, split: str) -> tuple[str, dict, list[dict]]:
-        """(file, metadata, frames) of ``split``, from its own file or from a single transforms.json."""
+        """(file, metadata, frames) of ``split``, from its own file or from a single transforms.json
+        (or, with a held-out sector, from all of them)."""
         own = os.path.join(self.root_dir, f"transforms_{split}.json")
         single = os.path.join(self.root_dir, "transforms.json")
+        if self.holdout_sector > 0 and (os.path.isfile(own) or os.path.isfile(single)):
+            return self._read_sector_split(split)
         if os.path.isfile(own):
             meta = read_json(own)
             return own, meta, meta["frames"]
@@ -187,6 +196,29 @@ class OwnDataDataset(ViewDataset):
             f"transforms_train.json/transforms_test.json or a single transforms.json "
             f"(tools/colmap_to_transforms.py writes one from COLMAP); '{folder}' "
             f"{'exists' if os.path.isdir(folder) else 'does not exist'}.")
+
+    def _read_sector_split(self, split: str) -> tuple[str, dict, list[dict]]:
+        """``split`` of the held-out-sector split (``sector_split``): the frames of every file
+        pooled (by file_path), those in the sector to test and val, the others to train. The
+        camera and bounds are the first file's (the training file's, if there is one)."""
+        names = [name for name in ("transforms_train.json", "transforms_test.json", "transforms_val.json",
+                                   "transforms.json") if os.path.isfile(os.path.join(self.root_dir, name))]
+        paths = [os.path.join(self.root_dir, name) for name in names]
+        metas = [read_json(path) for path in paths]
+        pooled: dict[str, dict] = {}
+        for meta in metas:
+            for frame in meta["frames"]:
+                pooled.setdefault(str(frame["file_path"]), frame)
+        frames = [pooled[key] for key in sorted(pooled)]
+        c2w = to_c2w_opengl(np.stack([np.asarray(frame["transform_matrix"], dtype=np.float64) for frame in frames]),
+                            self.pose_format)
+        key = next((key for key in ("foreground_aabb", "aabb") if key in metas[0]), None)
+        box = (checked_bbox(self._box_argument, "--scene_bbox") if self._box_argument is not None else
+               checked_bbox(metas[0][key], f"'{key}' of '{paths[0]}'") if key else None)
+        train, test, center = sector_split(c2w, self.holdout_sector, self.holdout_center, box,
+                                           source=f"'{self.root_dir}'")
+        self.holdout_center = center
+        return paths[0], metas[0], [frames[i] for i in (train if split == "train" else test)]
 
     def _set_bounds(self, meta: dict, scene_bbox, near_far) -> None:
         """Scene box and near/far: the arguments, else the file's ``aabb``/``near_far``, else the reference's."""
