@@ -6,6 +6,7 @@ import pytest
 
 from tensorf_jt.config import (RunConfig, config_parser, load_run_config, parse_flags, parse_run_config,
                                require_for_rendering, require_for_training, resumed)
+from tensorf_jt.config.run_config import IGNORED_BY_REFERENCE
 from tensorf_jt.errors import ConfigError
 
 CONFIGS = sorted(str(path) for path in (Path(__file__).resolve().parent.parent / "configs").glob("*.txt"))
@@ -113,3 +114,26 @@ def test_the_accepted_names_are_the_registries_keys():
 
     assert list(MODEL_NAMES) == list(MODELS)
     assert list(DATASET_NAMES) == list(dataset_dict)
+
+
+# Flags the reference never reads are refused whatever their value (test_cli.py).
+FLOAT_FLAGS = sorted(action.dest for action in config_parser()._actions
+                     if action.type is float and action.dest not in IGNORED_BY_REFERENCE)
+
+
+@pytest.mark.parametrize("flag", FLOAT_FLAGS)
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_every_float_flag_must_be_finite(flag, value):
+    # NaN passes the range checks (a NaN weight is not negative), so each is refused by name.
+    count = next(action.nargs for action in config_parser()._actions if action.dest == flag)
+    values = [value] if count is None else ["1"] * (count - 1) + [value]
+    with pytest.raises(ConfigError, match=rf"^{flag} must be a finite number, got .*{value}"):
+        load_run_config(["--config", "configs/your_own_360.txt", f"--{flag}", *values])
+
+
+def test_a_nan_flag_stops_train_py_with_its_name(capsys):
+    from tensorf_jt.cli.train import main
+
+    assert main(["--config", "configs/lego.txt", "--distortion_weight", "nan"]) == 2
+    error = capsys.readouterr().err
+    assert "distortion_weight must be a finite number, got nan." in error and "Traceback" not in error

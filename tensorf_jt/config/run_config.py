@@ -281,6 +281,7 @@ def _validate(config: RunConfig) -> None:
     """Refuse values that cannot work, naming the setting and what it accepts."""
     data, model, schedule, render = config.data, config.model, config.schedule, config.render
     runtime, output = config.runtime, config.output
+    _require_finite(config)
     positive = {"batch_size": schedule.batch_size, "n_iters": schedule.n_iters,
                 "N_voxel_init": schedule.N_voxel_init, "N_voxel_final": schedule.N_voxel_final,
                 "chunk_size": render.chunk_size, "featureC": model.featureC,
@@ -335,6 +336,18 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError(f"Config file '{config.config}' does not exist.")
 
 
+def _require_finite(config: RunConfig) -> None:
+    """Every float setting (and each number of a float list) must be finite: NaN passes every
+    comparison the other checks make (a NaN weight is not negative) and then silently breaks
+    training."""
+    for section in _SECTIONS:
+        for field in dataclasses.fields(getattr(config, section)):
+            value = getattr(getattr(config, section), field.name)
+            numbers = value if isinstance(value, tuple) else (value,)
+            if any(isinstance(v, float) and not math.isfinite(v) for v in numbers):
+                raise ConfigError(f"{field.name} must be a finite number, got {_flag_value(field.name, value)}.")
+
+
 def _validate_scene_bounds(data: DataConfig) -> None:
     """scene_bbox: six finite numbers, each minimum below its maximum; near_far: 0 <= near < far."""
     if data.scene_bbox is not None:
@@ -352,11 +365,9 @@ def _validate_scene_bounds(data: DataConfig) -> None:
     if data.pose_format != POSE_FORMATS[0] and data.dataset_name != "own_data":
         raise ConfigError(f"pose_format applies to dataset_name = own_data only (this run reads {data.dataset_name}); "
                           "remove it.")
-    if not (math.isfinite(data.holdout_sector) and 0 <= data.holdout_sector < 360):
+    if not 0 <= data.holdout_sector < 360:
         raise ConfigError(f"holdout_sector must be a width in degrees from 0 (off) to below 360, "
                           f"got {data.holdout_sector}.")
-    if data.holdout_center is not None and not math.isfinite(data.holdout_center):
-        raise ConfigError(f"holdout_center must be an azimuth in degrees, got {data.holdout_center}.")
     if (data.holdout_sector > 0 or data.holdout_center is not None) and data.dataset_name not in ("own_data",
                                                                                                   "demo_room"):
         raise ConfigError(f"holdout_sector and holdout_center apply to dataset_name = own_data or demo_room "
