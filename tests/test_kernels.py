@@ -164,12 +164,19 @@ def test_packed_compositing_matches_dense_with_gradients():
     assert tuple(composite_weights(jt.zeros(0), jt.zeros(0), jt.zeros(1, dtype="int32")).shape) == (0,)
 
 
-@pytest.mark.parametrize("shader", [MLPRender_Fea(5, 2, 2, 8), MLPRender_PE(5, 2, 6, 8), MLPRender(5, 6, 8)])
+SHADERS = [MLPRender_Fea(5, 2, 2, 8), MLPRender_PE(5, 2, 6, 8), MLPRender(5, 6, 8)]
+
+
+def shader_inputs(rng: np.random.Generator, n: int) -> tuple[jt.Var, jt.Var, jt.Var]:
+    """Random features [n, 5], view directions [n, 3] and positions [n, 3] in [-1, 1]."""
+    return (jt.array(rng.normal(size=(n, 5)).astype(np.float32)), jt.array(rng.normal(size=(n, 3)).astype(np.float32)),
+            jt.array(rng.uniform(-1, 1, (n, 3)).astype(np.float32)))
+
+
+@pytest.mark.parametrize("shader", SHADERS)
 def test_encoded_mlp_input_matches_concatenation(shader):
     rng = np.random.default_rng(7)
-    features = jt.array(rng.normal(size=(70, 5)).astype(np.float32))
-    viewdirs = jt.array(rng.normal(size=(70, 3)).astype(np.float32))
-    pts = jt.array(rng.uniform(-1, 1, (70, 3)).astype(np.float32))
+    features, viewdirs, pts = shader_inputs(rng, 70)
     upstream = jt.array(rng.normal(size=(70, shader.in_mlpC)).astype(np.float32))
 
     def compute(fused):
@@ -199,12 +206,9 @@ def test_bias_relu_matches_numpy():
     assert bias_relu(jt.zeros((0, 19)), bias_var).shape == [0, 19]
 
 
-@pytest.mark.parametrize("shader", [MLPRender_Fea(5, 2, 2, 8), MLPRender_PE(5, 2, 6, 8), MLPRender(5, 6, 8)])
+@pytest.mark.parametrize("shader", SHADERS)
 def test_fused_mlp_matches_jittor_layers(shader):
-    rng = np.random.default_rng(9)
-    features = jt.array(rng.normal(size=(90, 5)).astype(np.float32))
-    viewdirs = jt.array(rng.normal(size=(90, 3)).astype(np.float32))
-    pts = jt.array(rng.uniform(-1, 1, (90, 3)).astype(np.float32))
+    features, viewdirs, pts = shader_inputs(np.random.default_rng(9), 90)
 
     def compute(fused):
         rgb = shader(pts, viewdirs, features)

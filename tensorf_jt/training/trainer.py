@@ -289,8 +289,13 @@ class Trainer:
         config = self.config
         return (iteration % config.output.progress_refresh_rate == 0
                 or (config.output.tensorboard and iteration % config.output.tensorboard_every == 0)
-                or (config.render.N_vis != 0 and iteration % config.render.vis_every == config.render.vis_every - 1)
+                or self._renders_test_views_after(iteration)
                 or self.schedule.updates_alpha_mask(iteration) or self.schedule.upsamples(iteration))
+
+    def _renders_test_views_after(self, iteration: int) -> bool:
+        """Whether the periodic test renders (``--N_vis``, ``--vis_every``) follow ``iteration``."""
+        render = self.config.render
+        return render.N_vis != 0 and iteration % render.vis_every == render.vis_every - 1
 
     def _read_losses(self, progress: tqdm | None) -> bool:
         """Read the pending steps' losses (one wait for the device), log them and agree with the
@@ -340,7 +345,7 @@ class Trainer:
             self.stop_agreed = True
         if self._reads_losses_after(iteration) and not self._read_losses(progress):
             return
-        if config.render.N_vis != 0 and iteration % config.render.vis_every == config.render.vis_every - 1:
+        if self._renders_test_views_after(iteration):
             record.test_psnr = self.visualize(iteration)
             self._log(iteration, test_psnr=record.test_psnr, event="test views rendered (imgs_vis)")
             self.tensorboard.scalars(iteration, {"test/psnr": record.test_psnr})
