@@ -96,6 +96,19 @@ def test_resumed_takes_the_saved_settings_and_refuses_changed_ones():
         resumed(config, explicit, saved)
 
 
+def test_a_resumed_run_listens_where_its_own_command_says():
+    """A state file asking for the viewer on every interface does not open one on resume."""
+    saved = load_run_config(["--config", "configs/lego.txt", "--viewer", "1", "--viewer_host", "0.0.0.0",
+                             "--viewer_port", "9000"]).to_flags()
+    config, explicit = parse_run_config(["--resume", "auto", "--expname", "tensorf_lego_VM"])
+    merged = resumed(config, explicit, saved)
+    assert (merged.viewer.viewer, merged.viewer.viewer_host, merged.viewer.viewer_port) == (0, "127.0.0.1", 8080)
+    config, explicit = parse_run_config(["--resume", "auto", "--expname", "tensorf_lego_VM", "--viewer", "1",
+                                         "--viewer_port", "9001"])
+    merged = resumed(config, explicit, saved)
+    assert (merged.viewer.viewer, merged.viewer.viewer_host, merged.viewer.viewer_port) == (1, "127.0.0.1", 9001)
+
+
 def test_every_flag_belongs_to_exactly_one_place():
     """Each parser flag is a field of one section, the config file path, or a reference flag
     that is refused when set; nothing is parsed and then dropped."""

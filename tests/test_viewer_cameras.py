@@ -208,6 +208,7 @@ def test_a_training_model_is_redrawn_at_most_every_live_interval(tmp_path):
 
     viewer = open_viewer(tmp_path)
     try:
+        assert viewer.url == f"http://127.0.0.1:{viewer.server.get_port()}", "the address it is bound to"
         view = server.ClientView(client=None, camera=(np.array([1.0, 0, 0, 0]), np.array([0, 0, 4.0]), 0.8, 1.0),
                                  camera_version=1)
         view.shown = (1, False, viewer.model_version, view.output, view.max_side)

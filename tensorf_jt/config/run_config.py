@@ -46,6 +46,10 @@ MAY_CHANGE_ON_RESUME = frozenset({
     "viewer_host", "camera_path",
 })
 
+# Flags a resumed run takes from its own command (line, config file or default), never from the
+# saved run: whether and where the viewer listens is the resuming user's decision.
+FROM_THIS_COMMAND = frozenset({"viewer", "viewer_host", "viewer_port"})
+
 
 @dataclass(frozen=True)
 class DataConfig:
@@ -397,7 +401,7 @@ def resumed(config: RunConfig, explicit: set[str], saved: Mapping[str, Any]) -> 
     that may change (``MAY_CHANGE_ON_RESUME``).
 
     Any other explicitly set flag must equal the saved value: a resumed run is the same run.
-    Flags newer than the state file keep their value from ``config``.
+    Flags newer than the state file, and ``FROM_THIS_COMMAND``, keep their value from ``config``.
     """
     from tensorf_jt.config.flags import RETIRED_FLAGS, RETIRED_DEFAULTS
 
@@ -407,7 +411,8 @@ def resumed(config: RunConfig, explicit: set[str], saved: Mapping[str, Any]) -> 
                           f"option ({RETIRED_FLAGS[used[0]]}); it cannot go on the same way. Start a new run "
                           "without --resume (its checkpoint still renders).")
     current = config.to_flags()
-    merged = {**current, **{name: value for name, value in saved.items() if name in current}}
+    merged = {**current, **{name: value for name, value in saved.items()
+                            if name in current and name not in FROM_THIS_COMMAND}}
     conflicts = []
     for name in sorted(explicit & set(current)):
         if name in MAY_CHANGE_ON_RESUME:

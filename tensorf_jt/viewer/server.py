@@ -101,7 +101,7 @@ class Viewer:
                                 category=UserWarning)
         self.scene, self.settings, self.output_dir, self.training = scene, settings, output_dir, training
         self.server = viser.ViserServer(host=host, port=port, label="tensorf_jt", verbose=False)
-        self.url = f"http://{'localhost' if host in ('127.0.0.1', '0.0.0.0') else host}:{self.server.get_port()}"
+        self.url = f"http://{host}:{self.server.get_port()}"  # the address bound, as it is
         self._lock = threading.Lock()
         self._clients: dict[int, ClientView] = {}
         self._next_client = 0
