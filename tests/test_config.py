@@ -150,3 +150,27 @@ def test_a_nan_flag_stops_train_py_with_its_name(capsys):
     assert main(["--config", "configs/lego.txt", "--distortion_weight", "nan"]) == 2
     error = capsys.readouterr().err
     assert "distortion_weight must be a finite number, got nan." in error and "Traceback" not in error
+
+
+@pytest.mark.parametrize("flag, highest", [
+    ("importance_samples", 4096), ("data_dim_color", 65536), ("featureC", 65536), ("view_pe", 64),
+    ("fea_pe", 64), ("pos_pe", 64), ("n_lamb_sigma", 4096), ("n_lamb_sh", 4096), ("N_voxel_final", 2 ** 31 - 1),
+])
+def test_sizes_stop_where_the_checkpoint_readers_stop(flag, highest):
+    """Whatever train.py accepts, render.py reads back: sizes above the readers' limits are refused."""
+    def flags(value):
+        repeats = 3 if flag.startswith("n_lamb") else 1  # a list flag is given once per entry
+        return ["--config", "configs/your_own_360.txt", *[f"--{flag}", str(value)] * repeats]
+
+    assert load_run_config(flags(highest)) is not None
+    with pytest.raises(ConfigError, match=rf"^{flag} must be between \d+ and {highest:,} \(the most a checkpoint "
+                                          rf"can hold\), got {highest + 1:,}\.$"):
+        load_run_config(flags(highest + 1))
+
+
+def test_an_unreadable_size_stops_train_py_before_training(capsys):
+    from tensorf_jt.cli.train import main
+
+    assert main(["--config", "configs/your_own_360.txt", "--importance_samples", "1000000000"]) == 2
+    error = capsys.readouterr().err
+    assert "importance_samples must be between 0 and 4,096" in error and "Traceback" not in error

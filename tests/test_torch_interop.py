@@ -267,9 +267,11 @@ def _without(mapping: dict, key: str) -> dict:
     (lambda c: dict(c, kwargs=dict(c["kwargs"], shadingMode="Phong")), "shadingMode 'Phong' is not one of"),
     (lambda c: dict(c, **{"alphaMask.mask": c["alphaMask.mask"][:10]}), "alphaMask.mask should hold"),
     (lambda c: dict(c, **{"alphaMask.shape": (1, 1, -4, 2, 2)}), r"alphaMask.shape should be \(1, 1, Z, Y, X\)"),
+    (lambda c: dict(c, **{"alphaMask.shape": (1,) + tuple(c["alphaMask.shape"][2:])}),
+     r"alphaMask.shape should be \(1, 1, Z, Y, X\), found \(1, \d+, \d+, \d+\)"),
     (lambda c: dict(c, kwargs=dict(c["kwargs"], aabb=jt.zeros((3,)))), r"'kwargs.aabb' has shape \(3,\)"),
 ], ids=["missing key", "wrong shape", "unknown model", "ambiguous model", "unknown kwarg", "missing kwarg",
-        "unknown shading", "short alpha mask", "bad alpha shape", "bad aabb"])
+        "unknown shading", "short alpha mask", "bad alpha shape", "four-entry alpha shape", "bad aabb"])
 def test_malformed_reference_checkpoints_are_refused(tmp_path, edit, message):
     with pytest.raises(CheckpointError, match=message):
         load_checkpoint(written(tmp_path, edit(reference_dict())))

@@ -336,8 +336,27 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError(f"dataset_name '{data.dataset_name}' is not supported; "
                           f"choose one of {', '.join(DATASET_NAMES)}.")
     _validate_scene_bounds(data)
+    _check_reader_limits(model, schedule)
     if config.config is not None and not os.path.isfile(config.config):
         raise ConfigError(f"Config file '{config.config}' does not exist.")
+
+
+def _check_reader_limits(model: ModelConfig, schedule: ScheduleConfig) -> None:
+    """Refuse sizes above what the checkpoint readers accept (``formats.checkpoint_checks``), so
+    that every run train.py starts writes files that render.py, view.py and --resume read back."""
+    from tensorf_jt.formats import checkpoint_checks as limits
+
+    bounds = [("importance_samples", model.importance_samples, 0, limits.MAX_IMPORTANCE_SAMPLES),
+              ("data_dim_color", model.data_dim_color, 1, limits.MAX_WIDTH),
+              ("featureC", model.featureC, 1, limits.MAX_WIDTH),
+              ("N_voxel_final", schedule.N_voxel_final, 1, limits.MAX_VOXELS)]
+    bounds += [(name, getattr(model, name), 0, limits.MAX_ENCODING_FREQUENCIES) for name in ("pos_pe", "view_pe", "fea_pe")]
+    for name in ("n_lamb_sigma", "n_lamb_sh"):
+        bounds += [(name, count, 1, limits.MAX_COMPONENTS) for count in getattr(model, name) or ()]
+    for name, value, low, high in bounds:
+        if not low <= value <= high:
+            raise ConfigError(f"{name} must be between {low} and {high:,} (the most a checkpoint can hold), "
+                              f"got {value:,}.")
 
 
 def _require_finite(config: RunConfig) -> None:

@@ -197,8 +197,8 @@ def check_alpha_mask(ckpt: dict, source: str) -> tuple[tuple[int, int, int], np.
         absent = sorted(set(_ALPHA_MASK_KEYS) - set(present))
         raise CheckpointError(f"{source} has an incomplete alpha mask: {', '.join(absent)} missing.")
     shape = _values(ckpt["alphaMask.shape"])
-    if (shape is None or shape.ndim != 1 or shape.size < 3 or not np.all(np.isfinite(shape))
-            or not np.all(shape == np.round(shape)) or shape.min() < 1 or np.prod(shape[:-3]) != 1):
+    if (shape is None or shape.ndim != 1 or shape.size != 5 or not np.all(np.isfinite(shape))
+            or not np.all(shape == np.round(shape)) or shape.min() < 1 or shape[0] != 1 or shape[1] != 1):
         raise CheckpointError(f"{source}: alphaMask.shape should be (1, 1, Z, Y, X), found "
                               f"{_shown(ckpt['alphaMask.shape'])}.")
     shape = [int(n) for n in shape]
