@@ -350,7 +350,8 @@ def _check_reader_limits(model: ModelConfig, schedule: ScheduleConfig) -> None:
               ("data_dim_color", model.data_dim_color, 1, limits.MAX_WIDTH),
               ("featureC", model.featureC, 1, limits.MAX_WIDTH),
               ("N_voxel_final", schedule.N_voxel_final, 1, limits.MAX_VOXELS)]
-    bounds += [(name, getattr(model, name), 0, limits.MAX_ENCODING_FREQUENCIES) for name in ("pos_pe", "view_pe", "fea_pe")]
+    bounds += [(name, getattr(model, name), 0, limits.MAX_ENCODING_FREQUENCIES)
+               for name in ("pos_pe", "view_pe", "fea_pe")]
     for name in ("n_lamb_sigma", "n_lamb_sh"):
         bounds += [(name, count, 1, limits.MAX_COMPONENTS) for count in getattr(model, name) or ()]
     for name, value, low, high in bounds:
