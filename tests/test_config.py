@@ -147,9 +147,9 @@ def test_every_float_flag_must_be_finite(flag, value):
 def test_a_nan_flag_stops_train_py_with_its_name(capsys):
     from tensorf_jt.cli.train import main
 
-    assert main(["--config", "configs/lego.txt", "--distortion_weight", "nan"]) == 2
+    assert main(["--config", "configs/lego.txt", "--TV_weight_density", "nan"]) == 2
     error = capsys.readouterr().err
-    assert "distortion_weight must be a finite number, got nan." in error and "Traceback" not in error
+    assert "TV_weight_density must be a finite number, got nan." in error and "Traceback" not in error
 
 
 @pytest.mark.parametrize("flag, highest", [

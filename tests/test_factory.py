@@ -27,7 +27,7 @@ def test_the_composition_in_the_architecture_notes_renders():
     exec(snippet, namespace)
     output = namespace["output"]
     assert tuple(output.rgb.shape) == (16, 3) and tuple(output.depth.shape) == (16,)
-    assert tuple(output.opacity.shape) == (16,) and output.distortion is None
+    assert tuple(output.opacity.shape) == (16,)
 
 
 def dataset(unbounded=False, foreground=None):

@@ -27,7 +27,6 @@ from checkpoint_digest import checkpoint_digest
 from conftest import run_python
 
 from tensorf_jt.config import RunConfig
-from tensorf_jt.config.flags import DEFAULT_DISTORTION_WEIGHT
 from tensorf_jt.formats.checkpoint import load_checkpoint
 from tensorf_jt.training.state import read_state
 
@@ -115,7 +114,7 @@ def test_a_saved_state_reads_into_the_typed_configuration():
                    "viewer_port": 8080,
                    "viewer_host": "127.0.0.1", "camera_path": None, "scene_bbox": None,  # their defaults fill in
                    "near_far": None, "pose_format": "c2w_opengl", "unbounded": -1,
-                   "distortion_weight": DEFAULT_DISTORTION_WEIGHT, "importance_samples": 0,
+                   "importance_samples": 0,
                    "holdout_sector": 0.0, "holdout_center": None}
     assert config.to_flags() == {**state["train_args"], **newer_flags}
     assert config.model.n_lamb_sigma == (4, 4, 4) and config.schedule.upsamp_list == (25, 35)

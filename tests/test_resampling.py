@@ -183,8 +183,6 @@ def test_bad_importance_samples_are_refused():
 @pytest.mark.parametrize("flags, message", [
     (["--config", "configs/demo_room.txt", "--importance_samples", "-1"],
      "importance_samples must be 0 .off. or positive, got -1"),
-    (["--config", "configs/demo_room.txt", "--importance_samples", "32", "--distortion_weight", "0.001"],
-     "distortion_weight measures rays on the sampler's evenly spaced samples"),
     (["--config", "configs/flower.txt", "--importance_samples", "32"],
      "importance_samples places the samples of unbounded scenes, but ndc_ray = 1"),
 ])

@@ -13,7 +13,7 @@ from tensorf_jt.formats.checkpoint import load_checkpoint, save_checkpoint
 
 
 @pytest.mark.parametrize("name, value", [("refine_poses", "1"), ("appearance_dim", "16"), ("contraction", "l2"),
-                                         ("shading_roulette", "0.01")])
+                                         ("shading_roulette", "0.01"), ("distortion_weight", "0.002")])
 def test_a_retired_flag_is_named_on_the_command_line_and_in_a_config_file(tmp_path, name, value):
     message = rf"--{name} is no longer an option: .*dB.*docs/BENCHMARKS.md, 'Tried, not kept'"
     with pytest.raises(ConfigError, match=message):
@@ -32,13 +32,15 @@ def test_an_unknown_flag_is_still_refused_as_unknown():
 def test_a_state_trained_with_a_retired_option_is_not_resumed_and_one_at_its_default_is():
     config = RunConfig.from_flags({"expname": "x"})
     saved = config.to_flags()
-    legacy = {**saved, "refine_poses": 0, "appearance_dim": 0, "contraction": "inf", "shading_roulette": 0.0}
+    legacy = {**saved, "refine_poses": 0, "appearance_dim": 0, "contraction": "inf", "shading_roulette": 0.0,
+              "distortion_weight": 0.0}
     assert resumed(config, set(), legacy).to_flags() == saved
     for name, value in (("refine_poses", 1), ("appearance_dim", 16), ("contraction", "l2"),
-                        ("shading_roulette", 0.01)):
+                        ("shading_roulette", 0.01), ("distortion_weight", 0.002)):
         with pytest.raises(ConfigError, match=rf"trained with --{name} {value}, which is no longer an option"):
             resumed(config, set(), {**legacy, name: value})
-    assert set(RETIRED_FLAGS) == {"refine_poses", "appearance_dim", "contraction", "shading_roulette"}
+    assert set(RETIRED_FLAGS) == {"refine_poses", "appearance_dim", "contraction", "shading_roulette",
+                                  "distortion_weight"}
 
 
 def saved_with(tmp_path, kwargs: dict, tensors: dict, plain: str | None = None) -> str:

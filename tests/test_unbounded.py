@@ -1,5 +1,5 @@
-"""Unbounded scenes: the contraction, the two-run sampler, the distortion loss, the model's two
-paths against each other, the refusals, and a small room that only the unbounded mode learns."""
+"""Unbounded scenes: the contraction, the two-run sampler, the model's two paths against each
+other, the refusals, and a small room that only the unbounded mode learns."""
 import json
 import shutil
 from pathlib import Path
@@ -19,7 +19,6 @@ from tensorf_jt.formats.reference_checkpoint import to_reference
 from tensorf_jt.models.factory import scene_space
 from tensorf_jt.rendering import compositing
 from tensorf_jt.rendering.contraction import MODEL_BOX, SceneContraction, contract, uncontract
-from tensorf_jt.rendering.distortion import dense_distortion, packed_distortion
 from tensorf_jt.rendering.samplers import UnboundedSampler
 from tensorf_jt.training.trainer import Trainer
 
@@ -80,9 +79,8 @@ def test_sampler_runs_and_gaps():
     origin, direction = np.array([[-5.0, 0.1, -0.1]], np.float32), np.array([[1.0, 0.0, 0.0]], np.float32)
     samples = sampler.dense(jt.array(origin), jt.array(direction), sampler.n_samples, None)
     kept = samples.kept.numpy()
-    z, dist, ordinal = (samples.z.numpy().reshape(-1), samples.dist.numpy().reshape(-1),
-                        samples.ordinal.numpy().reshape(-1))
-    kept_z, kept_dist, kept_ordinal = z[kept], dist[kept], ordinal[kept]
+    z, dist = samples.z.numpy().reshape(-1), samples.dist.numpy().reshape(-1)
+    kept_z, kept_dist = z[kept], dist[kept]
     t_exit = 1.2 + 5.0
     linear = kept_z[kept_z < t_exit - 1e-4]
     assert linear[0] == pytest.approx(-1.0 + 5.0, abs=1e-5)  # from the box's near side
@@ -95,7 +93,6 @@ def test_sampler_runs_and_gaps():
     np.testing.assert_allclose(kept_dist[:-1], np.diff(kept_z), rtol=1e-5, atol=1e-6)
     n = sampler.n_background
     assert kept_dist[-1] == pytest.approx(t_exit / (1 - n / (n + 1)) - background[-1], rel=1e-5)
-    np.testing.assert_array_equal(kept_ordinal, np.arange(len(kept_z)))
 
 
 def test_a_ray_that_misses_the_box_is_sampled_from_its_closest_approach_on():
@@ -121,7 +118,7 @@ def test_packed_samples_are_the_dense_samples():
     kept = dense.kept.numpy()
     counts = np.bincount(kept // sampler.n_samples, minlength=300)
     np.testing.assert_array_equal(np.diff(packed.ray_offsets.numpy()), counts)
-    np.testing.assert_array_equal(packed.ordinal.numpy(), dense.ordinal.numpy().reshape(-1)[kept])
+    np.testing.assert_array_equal(packed.z.numpy(), dense.z.numpy().reshape(-1)[kept])
     np.testing.assert_allclose(packed.xyz.numpy(), dense.xyz.numpy()[kept], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(packed.dist.numpy(), dense.dist.numpy().reshape(-1)[kept], rtol=1e-5, atol=1e-5)
     assert np.isfinite(dense.xyz.numpy()).all() and np.abs(dense.xyz.numpy()).max() < 2.0
@@ -148,42 +145,6 @@ def test_a_jitter_just_below_one_keeps_every_gap_finite(model_step):
     assert (dense.dist.numpy().reshape(-1)[kept] > 0).all()
 
 
-def numpy_distortion(weights: np.ndarray, ordinal: np.ndarray, n_samples: int) -> float:
-    s = (ordinal + 0.5) / n_samples
-    pairs = (weights[:, :, None] * weights[:, None, :] * np.abs(s[:, :, None] - s[:, None, :])).sum((1, 2))
-    return float((pairs + (weights ** 2).sum(1) / (3 * n_samples)).mean())
-
-
-def test_distortion_loss_matches_its_definition_in_both_paths_with_gradients():
-    rng = np.random.default_rng(5)
-    n_rays, n_samples = 40, 30
-    weights = rng.uniform(0, 0.2, (n_rays, n_samples)).astype(np.float32)
-    weights[rng.uniform(size=weights.shape) < 0.4] = 0.0
-    ordinal = np.tile(np.arange(n_samples, dtype=np.float32), (n_rays, 1))
-    expected = numpy_distortion(weights.astype(np.float64), ordinal.astype(np.float64), n_samples)
-    w_dense = jt.array(weights)
-    dense = dense_distortion(w_dense, jt.array(ordinal), n_samples)
-    assert float(dense.item()) == pytest.approx(expected, rel=1e-5)
-
-    kept = np.flatnonzero(weights.reshape(-1) > 0)
-    counts = np.bincount(kept // n_samples, minlength=n_rays)
-
-    class Packed:
-        ordinal = jt.array((kept % n_samples).astype(np.int32))
-        ray_offsets = jt.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
-
-    w_packed = jt.array(weights.reshape(-1)[kept])
-    packed = packed_distortion(w_packed, Packed, n_samples)
-    assert float(packed.item()) == pytest.approx(expected, rel=1e-5)
-
-    # d/dw_i of the definition: 2 sum_j w_j |s_i - s_j| + 2 w_i / (3 S), per ray, over the mean.
-    s = (ordinal + 0.5) / n_samples
-    analytic = (2 * (weights[:, None, :] * np.abs(s[:, :, None] - s[:, None, :])).sum(2)
-                + 2 * weights / (3 * n_samples)) / n_rays
-    np.testing.assert_allclose(jt.grad(dense, w_dense).numpy(), analytic, rtol=1e-4, atol=1e-7)
-    np.testing.assert_allclose(jt.grad(packed, w_packed).numpy(), analytic.reshape(-1)[kept], rtol=1e-4, atol=1e-7)
-
-
 def test_opaque_samples_keep_gradients_finite():
     """A sample made opaque by a long gap (far out in the background) must not turn the
     gradients into NaN through its transmittance factor (cap_optical_depth)."""
@@ -197,7 +158,7 @@ def test_opaque_samples_keep_gradients_finite():
 
 
 # ------------------------------------------------------------------- the model
-def test_both_paths_render_alike_with_gradients_and_distortion():
+def test_both_paths_render_alike_with_gradients():
     model = unbounded_model(density_shift=-1.0)
     model.update_alpha_mask((12, 12, 12))
     rays = jt.array(mixed_rays(240, seed=6))
@@ -205,14 +166,13 @@ def test_both_paths_render_alike_with_gradients_and_distortion():
     results = {}
     for kernels in ("fused", "reference"):
         model.kernels = kernels
-        output = model(rays, white_bg=True, perturb=True, jitter=jitter, with_distortion=True)
-        loss = jt.sqr(output.rgb - 0.3).mean() + 0.01 * output.distortion.mean()
+        output = model(rays, white_bg=True, perturb=True, jitter=jitter)
+        loss = jt.sqr(output.rgb - 0.3).mean()
         grads = jt.grad(loss, list(model.field.state_dict().values()))
-        results[kernels] = (output.rgb.numpy(), output.distortion.numpy(), [g.numpy() for g in grads])
-    (rgb_f, dist_f, grads_f), (rgb_r, dist_r, grads_r) = results["fused"], results["reference"]
+        results[kernels] = (output.rgb.numpy(), [g.numpy() for g in grads])
+    (rgb_f, grads_f), (rgb_r, grads_r) = results["fused"], results["reference"]
     assert np.isfinite(rgb_f).all() and rgb_f.std() > 1e-3
     np.testing.assert_allclose(rgb_f, rgb_r, atol=2e-5)
-    np.testing.assert_allclose(dist_f, dist_r, rtol=1e-4)
     for name, g_f, g_r in zip(model.field.state_dict(), grads_f, grads_r):
         assert np.isfinite(g_f).all() and np.isfinite(g_r).all(), name
         scale = max(np.abs(g_r).max(), 1e-12)
@@ -275,7 +235,8 @@ def test_ndc_and_unbounded_together_are_refused():
 @pytest.mark.parametrize("flags, message", [
     (["--unbounded", "2"], r"unbounded must be 1 \(contract the space beyond the box\), 0 \(bounded\) or -1"),
     (["--contraction", "l2"], "--contraction is no longer an option: the L2 .sphere. contraction lost 3.7 dB"),
-    (["--distortion_weight", "-1"], "distortion_weight must not be negative, got -1.0"),
+    (["--distortion_weight", "0.001"], "--distortion_weight is no longer an option: mip-NeRF 360's distortion "
+                                       "loss lost 3.1 dB"),
 ])
 def test_bad_unbounded_settings_are_refused(flags, message):
     with pytest.raises(ConfigError, match=message):

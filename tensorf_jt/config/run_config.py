@@ -124,7 +124,6 @@ class ScheduleConfig:
     N_voxel_final: int
     upsamp_list: Tuple[int, ...]
     update_AlphaMask_list: Tuple[int, ...]
-    distortion_weight: float  # unbounded scenes: mip-NeRF 360's distortion loss
 
     @property
     def decay_iters(self) -> int:
@@ -314,11 +313,6 @@ def _validate(config: RunConfig) -> None:
     if model.importance_samples and data.ndc_ray:
         raise ConfigError("importance_samples places the samples of unbounded scenes, but ndc_ray = 1 trains a "
                           "forward-facing NDC scene: set importance_samples = 0 (or ndc_ray = 0, unbounded = 1).")
-    if model.importance_samples and schedule.distortion_weight > 0:
-        raise ConfigError("distortion_weight measures rays on the sampler's evenly spaced samples, which "
-                          "importance_samples replaces: set one of them to 0.")
-    if schedule.distortion_weight < 0:
-        raise ConfigError(f"distortion_weight must not be negative, got {schedule.distortion_weight}.")
     if render.N_vis != 0 and render.vis_every <= 0:
         raise ConfigError(f"vis_every must be positive when N_vis is not 0, got {render.vis_every}.")
     if data.downsample_train <= 0 or (data.downsample_test is not None and data.downsample_test <= 0):

@@ -18,15 +18,13 @@ from tensorf_jt.kernels.source import device_code
 class PackedSamples:
     """Kept samples of R rays. xyz [N, 3] model-space positions, z [N] distance along the ray,
     dist [N] gap to the ray's next sample, ray_index [N] int32 (sorted), ray_offsets [R + 1]
-    int32: ray r owns entries ray_offsets[r]:ray_offsets[r + 1]; for unbounded rays, ordinal
-    [N] int32: each sample's place in its ray's sequence (kept or not), else None."""
+    int32: ray r owns entries ray_offsets[r]:ray_offsets[r + 1]."""
 
     xyz: jt.Var
     z: jt.Var
     dist: jt.Var
     ray_index: jt.Var
     ray_offsets: jt.Var
-    ordinal: jt.Var | None = None
 
     @property
     def count(self) -> int:
@@ -81,13 +79,11 @@ _UNBOUNDED_GLUE = _ALPHA + """
     steps.near = (float)data["near"]; steps.step = (float)data["step"];
     steps.inv_background = (float)data["inv_background"];
     steps.n_linear = (int)data["n_linear"]; steps.n_background = (int)data["n_background"];
-    long kept = march_unbounded_$device(steps, alpha, rays_o_shape0, xyz_p, z_p, dist_p, ray_index_p, ordinal_p,
-                                        ray_offsets_p);
+    long kept = march_unbounded_$device(steps, alpha, rays_o_shape0, xyz_p, z_p, dist_p, ray_index_p, ray_offsets_p);
     xyz->set_shape({kept, 3});
     z->set_shape({kept});
     dist->set_shape({kept});
     ray_index->set_shape({kept});
-    ordinal->set_shape({kept});
 """
 _HIT_GLUE = _RAY_STEPS + """
     rays_hit_alpha_$device(steps, alpha, rays_o_shape0, hit_p);
@@ -109,7 +105,7 @@ def march_rays(rays_o: jt.Var, rays_d: jt.Var, t_start: jt.Var, jitter: jt.Var, 
     volume, data = _alpha_inputs(alpha_mask)
     data.update(step_size=float(step_size), n_samples=float(n_samples))
     if capacity == 0:
-        return _empty_pack(n_rays, with_ordinal=False)
+        return _empty_pack(n_rays)
     outputs = device_code(
         [("xyz", (-capacity, 3), "float32"), ("z", (-capacity,), "float32"), ("dist", (-capacity,), "float32"),
          ("ray_index", (-capacity,), "int32"), ("ray_offsets", (n_rays + 1,), "int32")],
@@ -120,11 +116,10 @@ def march_rays(rays_o: jt.Var, rays_d: jt.Var, t_start: jt.Var, jitter: jt.Var, 
     return PackedSamples(*outputs)
 
 
-def _empty_pack(n_rays: int, with_ordinal: bool) -> PackedSamples:
+def _empty_pack(n_rays: int) -> PackedSamples:
     empty = jt.zeros((0,), dtype="float32")
-    index = jt.zeros((0,), dtype="int32")
-    return PackedSamples(jt.zeros((0, 3), dtype="float32"), empty, empty, index, jt.zeros((n_rays + 1,), dtype="int32"),
-                         index if with_ordinal else None)
+    return PackedSamples(jt.zeros((0, 3), dtype="float32"), empty, empty, jt.zeros((0,), dtype="int32"),
+                         jt.zeros((n_rays + 1,), dtype="int32"))
 
 
 def march_unbounded(rays_o: jt.Var, rays_d: jt.Var, jitter: jt.Var, t_enter: jt.Var, t_exit: jt.Var, alpha_mask,
@@ -136,19 +131,17 @@ def march_unbounded(rays_o: jt.Var, rays_d: jt.Var, jitter: jt.Var, t_enter: jt.
     n_rays = rays_o.shape[0]
     capacity = n_rays * (n_linear + n_background)
     if capacity == 0:
-        return _empty_pack(n_rays, with_ordinal=True)
+        return _empty_pack(n_rays)
     volume, alpha = _alpha_inputs(alpha_mask)
     outputs = device_code(
         [("xyz", (-capacity, 3), "float32"), ("z", (-capacity,), "float32"), ("dist", (-capacity,), "float32"),
-         ("ray_index", (-capacity,), "int32"), ("ordinal", (-capacity,), "int32"),
-         ("ray_offsets", (n_rays + 1,), "int32")],
+         ("ray_index", (-capacity,), "int32"), ("ray_offsets", (n_rays + 1,), "int32")],
         {"rays_o": rays_o, "rays_d": rays_d, "jitter": jitter, "t_enter": t_enter, "t_exit": t_exit,
          "alpha_volume": volume},
         "ray_marching", _UNBOUNDED_GLUE, {**alpha, **data})
     for var in outputs:
         var.stop_grad()
-    xyz, z, dist, ray_index, ordinal, ray_offsets = outputs
-    return PackedSamples(xyz, z, dist, ray_index, ray_offsets, ordinal)
+    return PackedSamples(*outputs)
 
 
 def rays_hit_alpha(rays_o: jt.Var, rays_d: jt.Var, t_start: jt.Var, alpha_mask, step_size: float,

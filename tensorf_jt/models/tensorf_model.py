@@ -76,7 +76,7 @@ class TensoRFModel(nn.Module):
 
     # ------------------------------------------------------------------ rendering
     def execute(self, rays: jt.Var, white_bg: bool = False, n_samples: int = -1, perturb: bool = False,
-                jitter: jt.Var | None = None, with_distortion: bool = False) -> RenderOutput:
+                jitter: jt.Var | None = None) -> RenderOutput:
         """Render rays [R, 6] (origin, direction).
 
         ``white_bg``: the transparent part of each pixel is white (where the sampler takes a
@@ -84,14 +84,13 @@ class TensoRFModel(nn.Module):
         sampler's count for the grid). ``perturb`` (training) shifts the samples along each ray
         by random draws (``Sampler.draw_jitter``) unless ``jitter`` gives them (the
         data-parallel trainer passes each rank its share of one draw per batch), and lets the
-        route draw its own (resampling's stratification). ``with_distortion`` asks for the
-        distortion loss (samplers that number their samples).
+        route draw its own (resampling's stratification).
         """
         n_samples = n_samples if n_samples > 0 else self.sampler.n_samples
         if perturb and jitter is None:
             jitter = self.sampler.draw_jitter(rays.shape[0], n_samples)
         white = white_bg and self.sampler.takes_background
-        return self.route(self.field, self.sampler, rays, white, n_samples, jitter, perturb, with_distortion)
+        return self.route(self.field, self.sampler, rays, white, n_samples, jitter, perturb)
 
     def rays_hit(self, rays: np.ndarray, n_samples: int = 256, bbox_only: bool = False) -> np.ndarray:
         """Which of rays [M, 6] (numpy) can see anything: bool [M] (``Sampler.rays_hit``)."""

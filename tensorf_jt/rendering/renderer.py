@@ -21,7 +21,7 @@ from typing import Protocol
 
 import jittor as jt
 
-from tensorf_jt.rendering import compositing, distortion as distortion_loss
+from tensorf_jt.rendering import compositing
 from tensorf_jt.rendering.resampling import bins, importance_edges, packed_edges
 from tensorf_jt.rendering.samplers import DenseSamples, Sampler, flat_indices
 from tensorf_jt.runtime.profiling import stage
@@ -49,10 +49,10 @@ class Route(Protocol):
     settings: "Compositing"
 
     def __call__(self, field: Field, sampler: Sampler, rays: jt.Var, white: bool, n_samples: int,
-                 jitter: jt.Var | None, perturb: bool, with_distortion: bool) -> "RenderOutput":
+                 jitter: jt.Var | None, perturb: bool) -> "RenderOutput":
         """Pixels of the rays: ``white`` composites the transparent part on white, ``n_samples``
         bounds the samples a ray, ``jitter`` shifts them (training), ``perturb`` asks for the
-        route's own training draws, ``with_distortion`` for the distortion loss."""
+        route's own training draws."""
 
 
 @dataclass(frozen=True)
@@ -67,13 +67,11 @@ class Compositing:
 
 @dataclass
 class RenderOutput:
-    """rgb [R, 3] in [0, 1], depth [R] (no gradient), opacity [R], and the rays' mean
-    distortion loss [1] when asked for and the sampler numbers its samples (else None)."""
+    """rgb [R, 3] in [0, 1], depth [R] (no gradient) and opacity [R] of rays."""
 
     rgb: jt.Var
     depth: jt.Var
     opacity: jt.Var
-    distortion: jt.Var | None = None
 
 
 class DenseRoute:
@@ -83,7 +81,7 @@ class DenseRoute:
         self.settings = settings
 
     def __call__(self, field: Field, sampler: Sampler, rays: jt.Var, white: bool, n_samples: int,
-                 jitter: jt.Var | None, perturb: bool, with_distortion: bool) -> RenderOutput:
+                 jitter: jt.Var | None, perturb: bool) -> RenderOutput:
         rays_o, rays_d = rays[:, :3], rays[:, 3:6]
         n_rays = rays.shape[0]
         with stage("sampling"):
@@ -104,9 +102,7 @@ class DenseRoute:
         with stage("compositing"):
             rgb, depth, opacity = compositing.accumulate(weights, dense_shares.reshape(n_rays, n_samples, 3), samples.z,
                                                          rays[:, -1], white)
-            distortion = (distortion_loss.dense_distortion(weights, samples.ordinal, sampler.n_samples)
-                          if with_distortion and samples.ordinal is not None else None)
-        return RenderOutput(rgb, depth, opacity, distortion)
+        return RenderOutput(rgb, depth, opacity)
 
 
 class PackedRoute:
@@ -116,7 +112,7 @@ class PackedRoute:
         self.settings = settings
 
     def __call__(self, field: Field, sampler: Sampler, rays: jt.Var, white: bool, n_samples: int,
-                 jitter: jt.Var | None, perturb: bool, with_distortion: bool) -> RenderOutput:
+                 jitter: jt.Var | None, perturb: bool) -> RenderOutput:
         n_rays = rays.shape[0]
         viewdirs = rays[:, 3:6]
         with stage("sampling"):
@@ -125,8 +121,7 @@ class PackedRoute:
             zeros = jt.zeros(n_rays, dtype="float32")
             rgb, depth, opacity = compositing.finish_pixels(jt.zeros((n_rays, 3), dtype="float32"), zeros, zeros,
                                                             rays[:, -1], white)
-            return RenderOutput(rgb, depth, opacity, jt.zeros(1) if with_distortion and samples.ordinal is not None
-                                else None)
+            return RenderOutput(rgb, depth, opacity)
         sigma = field.density(samples.xyz)
         with stage("compositing"):
             dist = samples.dist * self.settings.distance_scale
@@ -138,24 +133,21 @@ class PackedRoute:
         with stage("compositing"):
             rgb, depth, opacity = compositing.packed_pixels(weights, shares, shaded, samples, n_rays, rays[:, -1],
                                                             white)
-            distortion = (distortion_loss.packed_distortion(weights, samples, sampler.n_samples)
-                          if with_distortion and samples.ordinal is not None else None)
-        return RenderOutput(rgb, depth, opacity, distortion)
+        return RenderOutput(rgb, depth, opacity)
 
 
 class ResampledRoute:
     """Each ray rendered from ``n_bins`` samples, placed by a first, density-only pass over the
     sampler's samples (``rendering.resampling``; packed with the fused kernels, dense
     otherwise). In training (``perturb``) a per-ray jitter stratifies the bins; otherwise each
-    bin's level sits in the middle of its share. There is no distortion loss: the bins are not
-    evenly spaced."""
+    bin's level sits in the middle of its share."""
 
     def __init__(self, settings: Compositing, n_bins: int) -> None:
         self.settings = settings
         self.n_bins = int(n_bins)
 
     def __call__(self, field: Field, sampler: Sampler, rays: jt.Var, white: bool, n_samples: int,
-                 jitter: jt.Var | None, perturb: bool, with_distortion: bool) -> RenderOutput:
+                 jitter: jt.Var | None, perturb: bool) -> RenderOutput:
         n_rays, n_bins = rays.shape[0], self.n_bins
         rays_o, rays_d = rays[:, :3], rays[:, 3:6]
         bin_jitter = jt.rand(n_rays) if perturb else None

@@ -3,10 +3,9 @@
 The reference's training iteration: render the batch with jittered samples (``perturb``),
 on a white background where the dataset has one and on half the batches at random otherwise
 (where the sampler takes a background colour at all), photometric MSE plus the weighted
-regularisers and, for samplers that number their samples, the distortion loss; one Adam step;
-learning-rate decay. The whole step runs in one Jittor graph, executed at its end so that its
-time is its own; nothing of it is read back to the host (the trainer reads the losses of
-several steps at once, ``training.run_state.PendingLosses``).
+regularisers; one Adam step; learning-rate decay. The whole step runs in one Jittor graph,
+executed at its end so that its time is its own; nothing of it is read back to the host (the
+trainer reads the losses of several steps at once, ``training.run_state.PendingLosses``).
 """
 from __future__ import annotations
 
@@ -26,18 +25,17 @@ from tensorf_jt.training.schedules import ScheduleState, lr_decay_factor
 @dataclass(frozen=True)
 class StepPolicy:
     """What a run's steps do besides the reference's loss: ``white_bg`` (the dataset's background
-    colour), ``perturb`` (jitter samples along rays), the orthogonality and distortion weights,
-    and ``lr_factor``, the learning rates' (and TV weights') decay per step."""
+    colour), ``perturb`` (jitter samples along rays), the orthogonality weight, and
+    ``lr_factor``, the learning rates' (and TV weights') decay per step."""
 
     white_bg: bool
     perturb: bool
     ortho_weight: float
-    distortion_weight: float
     lr_factor: float
 
     @classmethod
     def from_config(cls, schedule: ScheduleConfig, white_bg: bool) -> "StepPolicy":
-        return cls(white_bg, schedule.perturb > 0, schedule.Ortho_weight, schedule.distortion_weight,
+        return cls(white_bg, schedule.perturb > 0, schedule.Ortho_weight,
                    lr_decay_factor(schedule.lr_decay_target_ratio, schedule.decay_iters))
 
 
@@ -55,12 +53,9 @@ def train_step(model: TensoRFModel, optimizer: TorchAdam, batch: tuple[jt.Var, j
     not read."""
     rays, rgbs = batch
     output = model(rays, white_bg=batch_background(model, policy.white_bg), n_samples=n_samples,
-                   perturb=policy.perturb, jitter=jitter, with_distortion=policy.distortion_weight > 0)
+                   perturb=policy.perturb, jitter=jitter)
     mse = jt.sqr(output.rgb - rgbs).mean()
     reg, terms = regularisation(model.field, state, policy.ortho_weight, policy.lr_factor)
-    if output.distortion is not None:
-        terms["train/distortion"] = output.distortion
-        reg = reg + policy.distortion_weight * output.distortion
     with stage("backward"):
         optimizer.zero_grad()
         optimizer.backward(mse + reg)

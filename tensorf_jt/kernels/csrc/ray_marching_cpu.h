@@ -63,10 +63,10 @@ inline void rays_hit_alpha_cpu(const RaySteps& m, const AlphaVolume& alpha, long
     }
 }
 
-// Unbounded rays (unbounded_common.h), packed as march_rays_cpu packs them, with each sample's
-// ordinal in its ray's sequence. Samples are kept where the alpha grid (if any) is occupied.
+// Unbounded rays (unbounded_common.h), packed as march_rays_cpu packs them. Samples are kept
+// where the alpha grid (if any) is occupied.
 inline long march_unbounded_cpu(const UnboundedSteps& s, const AlphaVolume& alpha, long n_rays, float* xyz_out,
-                                float* z_out, float* dist_out, int* ray_index_out, int* ordinal_out, int* ray_offsets) {
+                                float* z_out, float* dist_out, int* ray_index_out, int* ray_offsets) {
     const int S = s.n_linear + s.n_background;
     std::vector<unsigned char> kept((size_t)n_rays * S);
     #pragma omp parallel for schedule(static)
@@ -92,7 +92,6 @@ inline long march_unbounded_cpu(const UnboundedSteps& s, const AlphaVolume& alph
         for (int i = 0; i < ray.kept_linear + s.n_background; ++i) {
             if (!kept[(size_t)r * S + i]) continue;
             unbounded_sample(s, ray, r, i, z_out + slot, dist_out + slot, xyz_out + 3 * slot);
-            ordinal_out[slot] = i;
             ray_index_out[slot] = (int)r;
             ++slot;
         }

@@ -72,8 +72,7 @@ __global__ void unbounded_count_kernel(UnboundedSteps s, AlphaVolume alpha, long
 }
 
 __global__ void unbounded_write_kernel(UnboundedSteps s, AlphaVolume alpha, long n_rays, const int* ray_offsets,
-                                       float* xyz_out, float* z_out, float* dist_out, int* ray_index_out,
-                                       int* ordinal_out) {
+                                       float* xyz_out, float* z_out, float* dist_out, int* ray_index_out) {
     long r = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n_rays) return;
     UnboundedRay ray = unbounded_ray(s, r);
@@ -86,7 +85,6 @@ __global__ void unbounded_write_kernel(UnboundedSteps s, AlphaVolume alpha, long
         z_out[slot] = z;
         dist_out[slot] = dist;
         ray_index_out[slot] = (int)r;
-        ordinal_out[slot] = i;
         ++slot;
     }
 }
@@ -109,13 +107,12 @@ inline long march_rays_cuda(const RaySteps& m, const float* aabb, const AlphaVol
 }
 
 inline long march_unbounded_cuda(const UnboundedSteps& s, const AlphaVolume& alpha, long n_rays, float* xyz_out,
-                                 float* z_out, float* dist_out, int* ray_index_out, int* ordinal_out,
-                                 int* ray_offsets) {
+                                 float* z_out, float* dist_out, int* ray_index_out, int* ray_offsets) {
     const unsigned blocks = (unsigned)((n_rays + 127) / 128);
     unbounded_count_kernel<<<blocks, 128>>>(s, alpha, n_rays, ray_offsets);
     prefix_sum_kernel<<<1, 1>>>(ray_offsets, n_rays);
-    unbounded_write_kernel<<<blocks, 128>>>(s, alpha, n_rays, ray_offsets, xyz_out, z_out, dist_out, ray_index_out,
-                                            ordinal_out);
+    unbounded_write_kernel<<<blocks, 128>>>(s, alpha, n_rays, ray_offsets, xyz_out, z_out, dist_out,
+                                            ray_index_out);
     int kept = 0;
     cudaMemcpy(&kept, ray_offsets + n_rays, sizeof(int), cudaMemcpyDeviceToHost);
     return kept;

@@ -106,7 +106,7 @@ TJT_HD UnboundedRay unbounded_ray(const UnboundedSteps& s, long r) {
 
 // Sample i (0 <= i < kept_linear + n_background) of ray r: its depth z, the gap to the ray's
 // next sample (for the last, to where a next background sample would be), and its model-space
-// position y. Its ordinal is i.
+// position y.
 TJT_HD void unbounded_sample(const UnboundedSteps& s, const UnboundedRay& ray, long r, int i, float* z, float* dist,
                              float* y) {
     float t, gap;

@@ -31,15 +31,13 @@ def flat_indices(mask: jt.Var) -> jt.Var:
 class DenseSamples:
     """Every sample of R rays, S each: xyz [R*S, 3] model-space positions, z and dist [R, S]
     (world units; ``dist`` not yet scaled by ``distance_scale``), kept [K] int32 (flat
-    positions of the samples that may hold density), viewdirs [R, 3] (unit, for shading) and,
-    for the distortion loss, ordinal [R, S] (each sample's place in its ray's sequence) or None."""
+    positions of the samples that may hold density) and viewdirs [R, 3] (unit, for shading)."""
 
     xyz: jt.Var
     z: jt.Var
     dist: jt.Var
     kept: jt.Var
     viewdirs: jt.Var
-    ordinal: jt.Var | None = None
 
 
 class Sampler(Protocol):

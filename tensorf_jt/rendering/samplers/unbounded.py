@@ -45,8 +45,7 @@ class UnboundedSampler:
     built of density like the rest (``takes_background`` is False). (A last gap reaching to
     infinity, as some renderers give it, makes the last sample an opaque screen whose colour,
     looked up at a different place for every ray, learns each training image without any
-    geometry.) Samples carry their place in the ray's sequence (``ordinal``), which the
-    distortion loss measures distances in.
+    geometry.)
     """
 
     can_shrink = False  # a shrink could cut away the background shell for good
@@ -117,7 +116,7 @@ class UnboundedSampler:
         # below 1, the first form rounds to 0 and the last gap to infinity (a NaN loss).
         left = ((float(self.n_background) - ticks).stop_fuse() + (1.0 - j).stop_fuse()).stop_fuse()
         t_ticks = (s / (left * self._inv_background).stop_fuse()).stop_fuse()
-        t_background, ticks = t_ticks[:, :-1], ticks[:, :-1]
+        t_background = t_ticks[:, :-1]
 
         next_linear = jt.concat([t_linear[:, 1:], t_linear[:, -1:]], dim=1)
         next_kept = jt.concat([linear_kept[:, 1:], jt.zeros((n_rays, 1), dtype="bool")], dim=1)
@@ -127,12 +126,10 @@ class UnboundedSampler:
         z = jt.concat([t_linear, t_background], dim=1)
         dist = jt.concat([dist_linear, dist_background], dim=1)
         kept = jt.concat([linear_kept, jt.ones((n_rays, self.n_background), dtype="bool")], dim=1)
-        n_kept_linear = linear_kept.int32().sum(1, keepdims=True)
-        ordinal = jt.concat([steps.broadcast((n_rays, self.n_linear)), (ticks + n_kept_linear.float32())], dim=1)
         offsets = (rays_d.unsqueeze(1) * z.unsqueeze(2)).stop_fuse()
         world = (rays_o.unsqueeze(1) + offsets).stop_fuse().reshape(-1, 3)
         xyz = self.contraction(world)
-        return DenseSamples(xyz, z, dist, masked(flat_indices(kept), xyz, alpha_mask, fused), rays_d, ordinal)
+        return DenseSamples(xyz, z, dist, masked(flat_indices(kept), xyz, alpha_mask, fused), rays_d)
 
     def packed(self, rays_o: jt.Var, rays_d: jt.Var, n_samples: int, jitter: jt.Var | None,
                alpha_mask=None) -> PackedSamples:
