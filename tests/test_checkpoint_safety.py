@@ -1,6 +1,8 @@
 """Opening a file never runs code it asks for, and a malformed checkpoint is refused with a
 message naming what is wrong, before anything large is allocated."""
 import os
+import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -145,6 +147,21 @@ def test_render_refuses_a_malformed_checkpoint_without_a_traceback(tmp_path):
     assert "'kwargs' should be a dict" in result.stderr
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_weights_that_are_not_finite_are_refused_with_the_tensor_named(tmp_path, good, bad):
+    """A diverged run's NaN or infinite weights would render garbage without a word."""
+    planes = np.array(good["state_dict"]["density_plane.0"].numpy())
+    planes[0, 0, 2, 3] = bad
+    path = written(tmp_path, dict(good, state_dict={**good["state_dict"], "density_plane.0": jt.array(planes)}))
+    message = r"'density_plane.0' holds 1 NaN or infinite values of [\d,]+; its renders would be garbage"
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(path)
+    if np.isnan(bad):
+        result = run_python(["render.py", "--ckpt", path], timeout=300)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert "holds 1 NaN or infinite values" in result.stderr
+
+
 def test_damaged_training_states_are_refused_with_the_part_named(tmp_path):
     state = read_state("tests/fixtures/legacy_run_state.th")
     for edit, message in [
@@ -158,3 +175,78 @@ def test_damaged_training_states_are_refused_with_the_part_named(tmp_path):
         path = written(tmp_path, edit(state))
         with pytest.raises(CheckpointError, match=message):
             read_state(path)
+
+
+class _ArrayFromShapeAlone:
+    """Pickles as numpy's rebuilder asked for a billion-element array, no bytes behind it."""
+
+    def __reduce__(self):
+        return np.core.multiarray._reconstruct, (np.ndarray, (10 ** 9,), b"b")
+
+
+def bare_pickle(tmp_path, obj, name: str = "crafted.th") -> str:
+    """A bare protocol-4 pickle (the reader takes files without jt.save's checksum too)."""
+    path = tmp_path / name
+    path.write_bytes(pickle.dumps(obj, protocol=4))
+    return str(path)
+
+
+def test_an_array_built_from_its_shape_alone_is_refused(tmp_path, good):
+    path = bare_pickle(tmp_path, dict(good, state_dict={"density_plane.0": _ArrayFromShapeAlone()}))
+    assert os.path.getsize(path) < 10_000
+    with pytest.raises(CheckpointError, match=r"builds a numpy array of shape \(1000000000,\) from its shape alone"):
+        load_checkpoint(path)
+
+
+def test_shared_lists_that_expand_to_a_billion_entries_are_refused_in_memory_of_the_file(tmp_path):
+    """1000 references to 1000 references to a 1000-entry list: ~6 KB of pickle, 10^9 entries
+    (8 GB as an array) to whatever reads it."""
+    inner = [2] * 1000
+    middle = [inner] * 1000
+    crafted = {"kwargs": {"aabb": [[-1, -1, -1], [1, 1, 1]], "gridSize": [middle] * 1000}, "state_dict": {}}
+    path = bare_pickle(tmp_path, crafted)
+    assert os.path.getsize(path) < 10_000
+    probe = ("import resource, sys, tensorf_jt\n"
+             "from tensorf_jt.formats.checkpoint import load_checkpoint\n"
+             "from tensorf_jt.errors import CheckpointError\n"
+             "try:\n    load_checkpoint(sys.argv[1])\nexcept CheckpointError as err:\n    print(err)\n"
+             "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    result = run_python(["-c", probe, path], timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "hold more than 4,194,304 entries when shared ones are counted" in result.stdout
+    peak_kib = int(result.stdout.split("peak")[-1])
+    assert peak_kib < 1_500_000, f"{peak_kib} KiB to refuse a {os.path.getsize(path)}-byte file"
+
+
+def test_deeply_nested_lists_are_refused_with_a_short_message(tmp_path, good):
+    deep = [1]
+    for _ in range(5000):
+        deep = [deep]
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(50_000)
+    try:
+        path = bare_pickle(tmp_path, dict(good, kwargs=dict(good["kwargs"], gridSize=deep)))
+    finally:
+        sys.setrecursionlimit(limit)
+    with pytest.raises(CheckpointError, match="nests containers more than 64 deep") as refused:
+        load_checkpoint(path)
+    assert len(str(refused.value)) < 400
+
+
+def test_a_bad_value_is_shown_as_a_short_excerpt():
+    from tensorf_jt.formats.checkpoint_checks import check_model_kwargs
+
+    nested = [[[[[[1] * 100] * 100] * 2] * 2] * 2]
+    for value, shown in ((nested, r"found \[\[\[\[\.\.\.\], \[\.\.\.\]\], \[\[\.\.\.\], \[\.\.\.\]\]\]\]\.$"),
+                         (np.zeros((300, 300)), r"found an array of shape \(300, 300\) and dtype float64\.$"),
+                         ("x" * 10_000, r"found 'x{17}\.\.\.x{18}'\.$")):
+        with pytest.raises(CheckpointError, match=shown) as refused:
+            check_model_kwargs({"aabb": [[0, 0, 0], [1, 1, 1]], "gridSize": value}, "f.th")
+        assert len(str(refused.value)) < 200
+
+
+def test_a_torch_tensor_larger_than_its_storage_is_refused_before_it_is_allocated():
+    from tensorf_jt.formats.torch_format import _rebuild_tensor
+
+    with pytest.raises(CheckpointError, match=r"size \(100000, 100000\) has more elements than its storage \(1\)"):
+        _rebuild_tensor(np.zeros(1, np.float32), 0, (100_000, 100_000), (0, 0))

@@ -9,7 +9,8 @@ needs: the reference's constructor arguments, plus an unbounded model's contract
 (``safe_pickle``) and every value is checked (``checkpoint_checks``) before the model is built.
 
 Loading rebuilds the model from ``kwargs`` first, so every tensor already has its final shape,
-then copies each entry in after checking its name and shape: Jittor's own ``load_state_dict``
+then copies each entry in after checking its name, shape and values (NaN or infinity
+anywhere refuses the file: it would render garbage): Jittor's own ``load_state_dict``
 skips ``ParameterList`` entries and keeps the old tensor on a shape mismatch, with only a log
 line to say so.
 """
@@ -165,7 +166,13 @@ def load_state(model: TensoRFModel, state_dict: dict, source: str = "checkpoint"
         expected = tuple(field.to_reference(name, target).shape)
         if tuple(value.shape) != expected:
             raise CheckpointError(f"{source}: '{name}' has shape {tuple(value.shape)}, the model expects {expected}.")
-        target.update(field.from_reference(name, value.float32()))
+        value = value.float32()
+        bad = int(np.count_nonzero(~np.isfinite(value.numpy())))
+        if bad:
+            raise CheckpointError(f"{source}: '{name}' holds {bad:,} NaN or infinite values of {value.numel():,}; "
+                                  "its renders would be garbage. The run that wrote it diverged or the file is "
+                                  "damaged: use an earlier checkpoint or train again.")
+        target.update(field.from_reference(name, value))
 
 
 def load_checkpoint(path: str, model_name: str | None = None, ndc_ray: bool | None = None) -> tuple[TensoRFModel, dict]:

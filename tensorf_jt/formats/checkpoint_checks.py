@@ -12,6 +12,7 @@ Temples at ~640^3) and at what the kernels can address: they index voxels with 3
 from __future__ import annotations
 
 import math
+import reprlib
 
 import numpy as np
 
@@ -79,8 +80,18 @@ def is_tensor(value) -> bool:
     return hasattr(value, "numpy") and shape is not None and len(shape) > 0 and np.dtype(str(dtype)).kind in "biuf"
 
 
+_EXCERPT = reprlib.Repr()
+_EXCERPT.maxlevel, _EXCERPT.maxlist, _EXCERPT.maxtuple, _EXCERPT.maxdict = 3, 6, 6, 4
+_EXCERPT.maxstring, _EXCERPT.maxother = 40, 60
+
+
 def _shown(value) -> str:
-    text = repr(value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value)
+    """A bad value as an excerpt of at most 80 characters, whatever its size or depth."""
+    if isinstance(value, np.ndarray) or (hasattr(value, "numpy") and hasattr(value, "shape")):
+        if math.prod(value.shape) > 12:
+            return f"an array of shape {tuple(value.shape)} and dtype {value.dtype}"
+        value = np.asarray(value.numpy() if hasattr(value, "numpy") else value).tolist()
+    text = _EXCERPT.repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 

@@ -7,6 +7,13 @@ pickle this package reads -- our checkpoints and training states (``jt.save``'s 
 ``AllowlistUnpickler``, which resolves only the globals its reader lists and refuses any other
 before looking it up, so nothing outside the list is imported or called.
 
+Memory follows the file's size, not what it asks for: numpy's array rebuilder may only make the
+empty array that numpy's own pickles then fill from the file's bytes (``_reconstruct``; one
+built from a shape alone would allocate gigabytes from a few bytes), and what was read is
+walked once, as its readers would walk it, and refused past ``MAX_ENTRIES`` entries or
+``MAX_DEPTH`` levels of nesting: a list holding the same list a thousand times, three levels
+deep, is a few kilobytes of pickle and a billion entries to anything that reads it.
+
 ``read_jittor_pickle`` reads what ``jt.save`` writes for a ``.th``/``.pkl`` path: a protocol-4
 pickle, then the SHA-1 of those bytes and the 8-byte marker ``HCAJSLHD`` (files without the
 marker are a bare pickle). ``jt.Var``s are pickled as ``jittor.Var(ndarray)`` and come back as
@@ -45,13 +52,55 @@ def numeric_dtype(spec, align: bool = False, copy: bool = True) -> np.dtype:
 
 _RECONSTRUCT = np.empty(0).__reduce__()[0]
 _SCALAR = np.float64(0).__reduce__()[0]
+MAX_ENTRIES = 1 << 22  # list, tuple and dict entries in all, shared ones counted each time
+MAX_DEPTH = 64  # containers within containers
+
+
+class _NdarrayType:
+    """What the name ``numpy.ndarray`` stands for in a pickle: the type that ``_reconstruct``
+    is told to build, and nothing that can be called (``ndarray(shape)`` allocates)."""
+
+
+_NDARRAY = _NdarrayType()
+
+
+def _reconstruct(subtype, shape, dtype) -> np.ndarray:
+    """numpy's array rebuilder, for the empty array its pickles write (shape (0,)), which the
+    file's bytes then fill; any other shape would be allocated before a byte of it is read."""
+    if subtype is not _NDARRAY or not isinstance(shape, tuple) or shape != (0,):
+        raise pickle.UnpicklingError(f"the file builds a numpy array of shape {str(shape)[:40]} from its shape alone; "
+                                     "numpy's own files build it from their bytes")
+    return _RECONSTRUCT(np.ndarray, shape, dtype)
+
+
+def check_bounded(value: Any) -> None:
+    """Refuse ``value`` when walking its containers (shared ones each time they appear) would
+    visit more than ``MAX_ENTRIES`` entries or go deeper than ``MAX_DEPTH``."""
+    pending = [(value, 0)]
+    entries = 0
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children = [*item.keys(), *item.values()]
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            children = list(item)
+        else:
+            continue
+        if depth >= MAX_DEPTH:
+            raise pickle.UnpicklingError(f"the file nests containers more than {MAX_DEPTH} deep; none of ours do")
+        entries += len(children)
+        if entries > MAX_ENTRIES:
+            raise pickle.UnpicklingError(f"the file's lists and dicts hold more than {MAX_ENTRIES:,} entries when "
+                                         "shared ones are counted where they appear; none of ours do")
+        pending.extend((child, depth + 1) for child in children)
+
 
 # numpy's array and scalar rebuilders, under both module spellings (numpy 2 writes numpy._core).
 NUMPY_GLOBALS: dict[tuple[str, str], Any] = {
-    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "ndarray"): _NDARRAY,
     ("numpy", "dtype"): numeric_dtype,
-    ("numpy.core.multiarray", "_reconstruct"): _RECONSTRUCT,
-    ("numpy._core.multiarray", "_reconstruct"): _RECONSTRUCT,
+    ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
     ("numpy.core.multiarray", "scalar"): _SCALAR,
     ("numpy._core.multiarray", "scalar"): _SCALAR,
 }
@@ -70,6 +119,12 @@ class AllowlistUnpickler(pickle.Unpickler):
             return self._allowed[(module, name)]
         except KeyError:
             raise RefusedGlobal(module, name) from None
+
+    def load(self) -> Any:
+        """The pickled object, refused when it is larger than its file (``check_bounded``)."""
+        value = super().load()
+        check_bounded(value)
+        return value
 
 
 def _jittor_var(data) -> Any:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import io
+import math
 import os
 import pickle
 import struct
@@ -88,6 +89,9 @@ def _rebuild_tensor(storage: np.ndarray, storage_offset: int, size, stride, requ
         raise CheckpointError("a tensor carries backward hooks, which a checkpoint of weights never has.")
     if 0 in size:
         return np.zeros(size, dtype=storage.dtype)
+    if math.prod(size) > storage.size:
+        raise CheckpointError(f"a tensor of size {size} has more elements than its storage ({storage.size}); "
+                              "a checkpoint's weights never repeat their storage.")
     last = offset + sum((n - 1) * s for n, s in zip(size, stride))
     if last >= storage.size:
         raise CheckpointError(f"a tensor of size {size} (stride {stride}, offset {offset}) reads past the end of "
