@@ -26,8 +26,11 @@ angles); ``camera_angle_y`` or ``fl_y`` may be missing (then fy = fx); the princ
 is scaled with ``downsample`` (the reference keeps full-size cx, cy, which shifts every
 downsampled ray); ``w``/``h`` default to the first image's size; ``file_path`` may carry its extension (the reference always appends ".png",
 which breaks on COLMAP-converted files); a single ``transforms.json`` is split
-deterministically; lens distortion fields (k1, k2, p1, p2) are ignored, as there, with a
-warning when they are not zero. Split rule for a single file: frames sorted by
+deterministically; lens distortion (``k1``, ``k2``, ``p1``, ``p2``, ``k3``; ``k1``-``k4`` with
+``"camera_model": "OPENCV_FISHEYE"`` or ``"is_fisheye": true``, as nerfstudio and instant-ngp
+write them), which the reference ignores, is undone: the images are resampled once into a
+pinhole camera (``undistort``, as the COLMAP converter does) and cached in
+``images_undistorted/`` next to the transforms file. Split rule for a single file: frames sorted by
 ``file_path``, every 8th one (positions 0, 8, 16, ...) is the test split (and val), the
 others train -- LLFF's hold-out rule. With ``holdout_sector`` (degrees) the frames of every
 file are pooled and split by the cameras' azimuth instead (``sector_split``): test views from
@@ -43,7 +46,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from typing import Optional, Sequence
 
 import numpy as np
@@ -53,13 +55,16 @@ from tensorf_jt.dataLoader.camera_checks import check_field_of_view, check_pose
 from tensorf_jt.dataLoader.camera_paths import orbit_path
 from tensorf_jt.dataLoader.conventions import DEFAULT_POSE_FORMAT, check_pose_format, to_c2w_opengl
 from tensorf_jt.dataLoader.sector_split import sector_split
+from tensorf_jt.dataLoader.undistort import shared_pinhole, undistort_images
 from tensorf_jt.errors import DatasetError
+from tensorf_jt.formats.colmap import Camera
 from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV, get_ray_directions
 
 HOLD_EVERY = 8  # single transforms.json: every 8th frame (sorted by file_path) is a test frame
 DEFAULT_BBOX = ((-1.5, -1.5, -1.5), (1.5, 1.5, 1.5))
 DEFAULT_NEAR_FAR = (0.1, 100.0)
 DISTORTION_KEYS = ("k1", "k2", "k3", "k4", "p1", "p2")
+UNDISTORTED_DIR = "images_undistorted"  # resampled copies of distorted images, next to the transforms file
 _MISSING_LISTED = 5  # missing images named in the message
 
 
@@ -165,7 +170,6 @@ class OwnDataDataset(ViewDataset):
         self._set_bounds(meta, scene_bbox, near_far)
         check_pose_format(np.stack([frame["transform_matrix"] for frame in meta["frames"]]).astype(np.float64),
                           pose_format, self.scene_bbox, f"'{self.transforms_path}'")
-        self._warn_about_distortion(meta)
         self._set_camera(meta, frames)
         self._load_frames(frames)
         train_frames = frames if split == "train" else self._read_split("train")[2]
@@ -253,15 +257,26 @@ class OwnDataDataset(ViewDataset):
             self.unbounded = meta["unbounded"]
             self.unbounded_source = f"'unbounded' of '{os.path.basename(path)}'"
 
-    def _warn_about_distortion(self, meta: dict) -> None:
-        coefficients = {key: _number(meta, key, self.transforms_path) for key in DISTORTION_KEYS}
-        nonzero = {key: value for key, value in coefficients.items() if value}
-        if nonzero:
-            listed = ", ".join(f"{key} = {value:g}" for key, value in nonzero.items())
-            warnings.warn(f"'{self.transforms_path}' gives lens distortion ({listed}), which own_data ignores "
-                          "(rays are traced through a pinhole camera), so straight lines near the image borders "
-                          "will not line up between views. Convert the COLMAP model with "
-                          "tools/colmap_to_transforms.py, which undistorts the images.")
+    def _lens(self, meta: dict, size: tuple[int, int], focal: tuple[float, float],
+              center: tuple[float, float]) -> Camera | None:
+        """The file's camera with its lens distortion as a COLMAP camera model; None without any."""
+        path = self.transforms_path
+        k1, k2, k3, k4, p1, p2 = (_number(meta, key, path) or 0.0 for key in DISTORTION_KEYS)
+        if not any((k1, k2, k3, k4, p1, p2)):
+            return None
+        fisheye = str(meta.get("camera_model", "")).upper() == "OPENCV_FISHEYE" or meta.get("is_fisheye") is True
+        intrinsics = (*focal, *center)
+        if fisheye:
+            if p1 or p2:
+                raise DatasetError(f"'{path}': a fisheye lens (OPENCV_FISHEYE) has k1-k4 and no tangential terms, "
+                                   f"but p1 = {p1:g}, p2 = {p2:g} are given. Remove them or the fisheye marker.")
+            return Camera(1, "OPENCV_FISHEYE", *size, (*intrinsics, k1, k2, k3, k4))
+        if k4:
+            raise DatasetError(f"'{path}': k4 = {k4:g} belongs to a fisheye lens, but the file does not say "
+                               "\"camera_model\": \"OPENCV_FISHEYE\" (or \"is_fisheye\": true); add it, or remove k4.")
+        if k3:
+            return Camera(1, "FULL_OPENCV", *size, (*intrinsics, k1, k2, p1, p2, k3, 0.0, 0.0, 0.0))
+        return Camera(1, "OPENCV", *size, (*intrinsics, k1, k2, p1, p2))
 
     def _image_path(self, file_path: str) -> str:
         path = os.path.join(self.root_dir, file_path)
@@ -294,6 +309,10 @@ class OwnDataDataset(ViewDataset):
         cy = full_h / 2.0 if cy is None else cy
 
         self.full_wh = (int(round(full_w)), int(round(full_h)))
+        self.lens = self._lens(meta, self.full_wh, (fx, fy), (cx, cy))
+        self.pinhole = None if self.lens is None else shared_pinhole([self.lens])
+        if self.pinhole is not None:
+            fx, fy, cx, cy = self.pinhole.fx, self.pinhole.fy, self.pinhole.cx, self.pinhole.cy
         w, h = int(full_w / self.downsample), int(full_h / self.downsample)
         if w < 1 or h < 1:
             raise DatasetError(f"downsample {self.downsample:g} leaves no pixels of the {full_w:g}x{full_h:g} images.")
@@ -321,6 +340,12 @@ class OwnDataDataset(ViewDataset):
                 f"{len(frames)} images of the {self.split} split in '{self.transforms_path}' are missing ({listed}"
                 f"{more}). Each frame's file_path is relative to '{self.root_dir}': copy the images there or fix "
                 "the paths (tools/colmap_to_transforms.py writes them relative to its output file).")
+        if self.pinhole is not None:
+            folder = os.path.dirname(os.path.abspath(self.transforms_path))
+            names = [os.path.relpath(os.path.abspath(path), folder) for path in self.image_paths]
+            names = [os.path.basename(name) if name.startswith("..") else name for name in names]
+            self.image_paths = undistort_images([(path, name, self.lens) for path, name in zip(self.image_paths, names)],
+                                                self.pinhole, os.path.join(folder, UNDISTORTED_DIR))
         pixels, scales = zip(*read_all_pixels(self.image_paths, fit=lambda path, image, scale: fit_pixels(
             image, scale, path, self.full_wh, f"'{self.transforms_path}' says ('w', 'h')", (w, h))))
         poses = np.stack([self._pose(frame) for frame in frames])
