@@ -122,9 +122,13 @@ def good():
     (lambda c: dict(c, **{"alphaMask.shape": (1, 1, 100000, 100000, 100000)}), "alphaMask.shape"),
     (lambda c: {k: v for k, v in c.items() if k != "alphaMask.mask"}, "incomplete alpha mask: alphaMask.mask"),
     (lambda c: dict(c, **{"alphaMask.mask": np.zeros(3, np.uint8)}), "alphaMask.mask should hold 64 packed bytes"),
+    (lambda c: dict(c, model_name=["TensorVMSplit"]), r"holds a \['TensorVMSplit'\] model; this build supports"),
+    (lambda c: dict(c, kwargs=dict(c["kwargs"], scene_contraction=np.array([1, 2]), foreground_aabb=[[0] * 3, [1] * 3])),
+     r"scene_contraction should be 'inf', found \[1, 2\]"),
 ], ids=["kwargs not a dict", "empty", "huge grid", "two axes", "text grid", "huge components", "flat box",
         "negative width", "near after far", "nan step", "numeric shading", "SH width", "unknown kwarg",
-        "state_dict list", "number tensor", "huge alpha mask", "alpha mask half missing", "short alpha bits"])
+        "state_dict list", "number tensor", "huge alpha mask", "alpha mask half missing", "short alpha bits",
+        "model name list", "contraction array"])
 def test_malformed_checkpoints_are_refused_with_the_key_named(tmp_path, good, edit, message):
     path = written(tmp_path, edit(good))
     with pytest.raises(CheckpointError, match=message):

@@ -174,3 +174,30 @@ def test_an_unreadable_size_stops_train_py_before_training(capsys):
     assert main(["--config", "configs/your_own_360.txt", "--importance_samples", "1000000000"]) == 2
     error = capsys.readouterr().err
     assert "importance_samples must be between 0 and 4,096" in error and "Traceback" not in error
+
+
+def test_saved_flags_are_held_to_the_parsers_types():
+    """A file's train_args are checked against the parser's declaration of every flag."""
+    from tensorf_jt.config.flags import check_saved_flags
+
+    saved = parse_run_config(["--config", "configs/your_own_360.txt", "--near_far", "0.5", "6"])[0].to_flags()
+    check_saved_flags({**saved, "nSamples": 1e6}, "f.th")  # the reference's default, a float
+    for name, value, expected in [("chunk_size", "abc", "a whole number"), ("nSamples", 2.5, "a whole number"), ("lr_init", "fast", "a number"),
+                                  ("expname", 3, "text"), ("upsamp_list", 5, "a list of whole numbers"),
+                                  ("near_far", [1.0, "x"], "a list of numbers"), ("n_lamb_sh", [1.5], "a list")]:
+        with pytest.raises(ConfigError, match=rf"^f.th: train_args.{name} should be {expected}.*, found "):
+            check_saved_flags({**saved, name: value}, "f.th")
+    with pytest.raises(ConfigError, match="train_args should be a dict of the run's flags, found list"):
+        check_saved_flags([1, 2], "f.th")
+
+
+def test_render_refuses_a_checkpoint_whose_flags_have_the_wrong_type(tmp_path, capsys):
+    from model_factory import tiny_model
+    from tensorf_jt.cli.render import main
+    from tensorf_jt.formats.checkpoint import save_checkpoint
+
+    flags = parse_run_config(["--config", "configs/demo.txt"])[0].to_flags()
+    path = save_checkpoint(tiny_model(), str(tmp_path / "m.th"), train_args={**flags, "chunk_size": "abc"})
+    assert main(["--ckpt", path]) == 2
+    error = capsys.readouterr().err
+    assert "train_args.chunk_size should be a whole number, found 'abc'" in error and "Traceback" not in error

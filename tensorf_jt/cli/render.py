@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from tensorf_jt.cli import exit_process, run_cli
 from tensorf_jt.config import RunConfig, parse_run_config
+from tensorf_jt.config.flags import check_saved_flags
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.runtime import setup
 
@@ -102,6 +103,7 @@ def explicit_ndc(config: RunConfig, explicit: set[str]) -> bool | None:
 def training_scene(config: RunConfig, ckpt: dict, explicit: set[str] = frozenset()) -> RunConfig:
     """``config`` with the dataset flags not in ``explicit`` taken from the checkpoint's training run."""
     trained_with = ckpt.get("train_args", {})
+    check_saved_flags(trained_with, f"Checkpoint '{config.model.ckpt}'")
     unknown_scene = [f"--{name}" for name in ("datadir", "dataset_name")
                      if "train_args" not in ckpt and name not in explicit]
     if unknown_scene:

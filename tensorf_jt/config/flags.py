@@ -8,10 +8,14 @@ them as flags.
 """
 from __future__ import annotations
 
+import argparse
 import re
+import reprlib
 from pathlib import Path
+from typing import Any
 
 import configargparse
+import numpy as np
 
 from tensorf_jt.errors import ConfigError
 
@@ -185,6 +189,40 @@ def config_parser() -> configargparse.ArgumentParser:
     add("--demo_n_train", type=int, default=60, help="demo scene: number of training views")
     add("--demo_n_test", type=int, default=8, help="demo scene: number of test views")
     return parser
+
+
+_KINDS = {int: "a whole number", float: "a number", str: "text"}
+
+
+def _fits(value: Any, kind: type) -> bool:
+    """Whether a saved flag's value is of the parser's type (booleans are saved as whole numbers,
+    and the reference's default nSamples as 1e6, a float)."""
+    if kind is str:
+        return isinstance(value, str)
+    if kind is int:
+        return isinstance(value, (int, np.integer)) or (isinstance(value, (float, np.floating))
+                                                        and bool(np.isfinite(value)) and float(value).is_integer())
+    return isinstance(value, (int, float, np.integer, np.floating))
+
+
+def check_saved_flags(saved: Any, where: str) -> None:
+    """Refuse a saved run's ``train_args`` (``where`` names the file) unless it is a dict whose
+    flags have the types the parser gives them: the parser is the one declaration of what a
+    flag holds, whether it comes from a command line or from a file."""
+    if not isinstance(saved, dict):
+        raise ConfigError(f"{where}: train_args should be a dict of the run's flags, found {type(saved).__name__}.")
+    for action in config_parser()._actions:
+        name = action.dest
+        if name not in saved or saved[name] is None or action.type not in _KINDS:
+            continue
+        value, kind = saved[name], action.type
+        listed = action.nargs not in (None, "?") or isinstance(action, argparse._AppendAction)
+        values = value if listed and isinstance(value, (list, tuple)) else [value]
+        if (listed and not isinstance(value, (list, tuple))) or not all(_fits(v, kind) for v in values):
+            expected = f"a list of {_KINDS[kind].replace('a ', '', 1)}s" if listed else _KINDS[kind]
+            raise ConfigError(f"{where}: train_args.{name} should be {expected}, found {reprlib.repr(value)}. "
+                              "The file was not written by train.py, or was changed since; train again or use an "
+                              "intact copy.")
 
 
 def flag_defaults() -> dict:

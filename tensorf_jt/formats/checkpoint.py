@@ -25,7 +25,7 @@ import jittor as jt
 
 from tensorf_jt.rendering.alpha_grid import AlphaGridMask
 from tensorf_jt.errors import CheckpointError, ConfigError
-from tensorf_jt.formats.checkpoint_checks import check_alpha_mask, check_checkpoint, without_retired_options
+from tensorf_jt.formats.checkpoint_checks import check_alpha_mask, check_checkpoint, excerpt, without_retired_options
 from tensorf_jt.formats.file_modes import share_like_open
 from tensorf_jt.formats.safe_pickle import RefusedGlobal, read_jittor_pickle
 from tensorf_jt.models import MODELS, TensoRFModel, compose
@@ -130,8 +130,8 @@ def model_from_checkpoint(ckpt: dict, model_name: str | None = None, source: str
     ckpt = without_retired_options(ckpt, source)
     check_checkpoint(ckpt, source)
     name = ckpt.get("model_name", model_name)
-    if name not in MODELS:
-        raise CheckpointError(f"{source} holds a '{name}' model; this build supports {', '.join(MODELS)}.")
+    if not isinstance(name, str) or name not in MODELS:
+        raise CheckpointError(f"{source} holds a {excerpt(name)} model; this build supports {', '.join(MODELS)}.")
     if ndc_ray is None:
         train_args = ckpt.get("train_args")
         ndc_ray = bool(train_args.get("ndc_ray", 0)) if isinstance(train_args, dict) else False

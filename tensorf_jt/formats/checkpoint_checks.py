@@ -53,14 +53,14 @@ def _integers(value, count: int | None, what: str, low: int, high: int) -> list[
             or not np.all(np.isfinite(array)) or not np.all(array == np.round(array))
             or array.min() < low or array.max() > high):
         amount = {None: "whole numbers", 1: "a whole number"}.get(count, f"{count} whole numbers")
-        raise CheckpointError(f"{what} should be {amount} from {low} to {high}, found {_shown(value)}.")
+        raise CheckpointError(f"{what} should be {amount} from {low} to {high}, found {excerpt(value)}.")
     return [int(v) for v in array]
 
 
 def _number(value, what: str) -> float:
     array = _values(value)
     if array is None or array.size != 1 or not np.isfinite(array).all():
-        raise CheckpointError(f"{what} should be a finite number, found {_shown(value)}.")
+        raise CheckpointError(f"{what} should be a finite number, found {excerpt(value)}.")
     return float(array.reshape(-1)[0])
 
 
@@ -68,7 +68,7 @@ def _box(value, what: str) -> np.ndarray:
     array = _values(value)
     if array is None or array.shape != (2, 3) or not np.all(np.isfinite(array)) or np.any(array[1] <= array[0]):
         raise CheckpointError(f"{what} should be a box [[xmin, ymin, zmin], [xmax, ymax, zmax]] of finite numbers "
-                              f"with each minimum below its maximum, found {_shown(value)}.")
+                              f"with each minimum below its maximum, found {excerpt(value)}.")
     return array
 
 
@@ -85,7 +85,7 @@ _EXCERPT.maxlevel, _EXCERPT.maxlist, _EXCERPT.maxtuple, _EXCERPT.maxdict = 3, 6,
 _EXCERPT.maxstring, _EXCERPT.maxother = 40, 60
 
 
-def _shown(value) -> str:
+def excerpt(value) -> str:
     """A bad value as an excerpt of at most 80 characters, whatever its size or depth."""
     if isinstance(value, np.ndarray) or (hasattr(value, "numpy") and hasattr(value, "shape")):
         if math.prod(value.shape) > 12:
@@ -130,10 +130,10 @@ def check_model_kwargs(kwargs, source: str) -> None:
         near_far = _values(kwargs["near_far"])
         if near_far is None or near_far.shape != (2,) or not np.all(np.isfinite(near_far)) or near_far[0] >= near_far[1]:
             raise CheckpointError(f"{where}.near_far should be two finite numbers [near, far] with near < far, "
-                                  f"found {_shown(kwargs['near_far'])}.")
+                                  f"found {excerpt(kwargs['near_far'])}.")
     for key in _TEXT_KWARGS:
         if key in kwargs and not isinstance(kwargs[key], str):
-            raise CheckpointError(f"{where}.{key} should be text, found {_shown(kwargs[key])}.")
+            raise CheckpointError(f"{where}.{key} should be text, found {excerpt(kwargs[key])}.")
     if kwargs.get("shadingMode", SHADING_MODES[0]) not in SHADING_MODES:
         raise CheckpointError(f"{where}.shadingMode '{kwargs['shadingMode']}' is not one of {', '.join(SHADING_MODES)}.")
     _check_contraction(kwargs, where)
@@ -154,8 +154,8 @@ def _check_contraction(kwargs: dict, where: str) -> None:
                               "an unbounded model needs both.")
     if not present:
         return
-    if kwargs["scene_contraction"] != "inf":
-        raise CheckpointError(f"{where}.scene_contraction should be 'inf', found {_shown(kwargs['scene_contraction'])}.")
+    if not isinstance(kwargs["scene_contraction"], str) or kwargs["scene_contraction"] != "inf":
+        raise CheckpointError(f"{where}.scene_contraction should be 'inf', found {excerpt(kwargs['scene_contraction'])}.")
     _box(kwargs["foreground_aabb"], f"{where}.foreground_aabb")
 
 
@@ -169,12 +169,12 @@ def without_retired_options(ckpt: dict, source: str) -> dict:
     kwargs = ckpt.get("kwargs")
     if not isinstance(kwargs, dict):
         return ckpt
-    if kwargs.get("scene_contraction") == "l2":
+    if isinstance(kwargs.get("scene_contraction"), str) and kwargs["scene_contraction"] == "l2":
         raise CheckpointError(f"{source} was trained with --contraction l2, which is no longer an option (it "
                               "lost 3.7 dB to the cube); retrain it without.")
     codes = _values(kwargs.get("appearance_dim", 0))
     if codes is None or codes.size != 1 or codes.reshape(-1)[0] != 0:
-        raise CheckpointError(f"{source} was trained with --appearance_dim {_shown(kwargs['appearance_dim'])}, "
+        raise CheckpointError(f"{source} was trained with --appearance_dim {excerpt(kwargs['appearance_dim'])}, "
                               "which is no longer an option (it lost 0.2 dB on held-out views); retrain it without.")
     retired = ("appearance_dim", "refine_poses", "n_views")
     if not any(key in kwargs for key in retired):
@@ -193,7 +193,7 @@ def check_state_dict(state_dict, source: str) -> None:
         raise CheckpointError(f"{source}: 'state_dict' should be a dict of tensors, found {type(state_dict).__name__}.")
     for name, value in state_dict.items():
         if not isinstance(name, str) or not is_tensor(value):
-            raise CheckpointError(f"{source}: state_dict entry {name!r} should be a tensor, found {_shown(value)}.")
+            raise CheckpointError(f"{source}: state_dict entry {name!r} should be a tensor, found {excerpt(value)}.")
 
 
 def check_alpha_mask(ckpt: dict, source: str) -> tuple[tuple[int, int, int], np.ndarray, np.ndarray] | None:
@@ -211,7 +211,7 @@ def check_alpha_mask(ckpt: dict, source: str) -> tuple[tuple[int, int, int], np.
     if (shape is None or shape.ndim != 1 or shape.size != 5 or not np.all(np.isfinite(shape))
             or not np.all(shape == np.round(shape)) or shape.min() < 1 or shape[0] != 1 or shape[1] != 1):
         raise CheckpointError(f"{source}: alphaMask.shape should be (1, 1, Z, Y, X), found "
-                              f"{_shown(ckpt['alphaMask.shape'])}.")
+                              f"{excerpt(ckpt['alphaMask.shape'])}.")
     shape = [int(n) for n in shape]
     grid = tuple(shape[-3:])
     voxels = math.prod(grid)
@@ -233,6 +233,6 @@ def check_checkpoint(ckpt, source: str) -> None:
         raise CheckpointError(f"{source} is not a TensoRF checkpoint: it lacks 'kwargs' and 'state_dict'.")
     check_model_kwargs(ckpt["kwargs"], source)
     if ckpt.get("kernels", KERNELS[0]) not in KERNELS:
-        raise CheckpointError(f"{source}: 'kernels' is {_shown(ckpt['kernels'])}, not one of {', '.join(KERNELS)}.")
+        raise CheckpointError(f"{source}: 'kernels' is {excerpt(ckpt['kernels'])}, not one of {', '.join(KERNELS)}.")
     check_state_dict(ckpt["state_dict"], source)
     check_alpha_mask(ckpt, source)

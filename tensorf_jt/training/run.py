@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 from tensorf_jt.config import RunConfig, resumed
+from tensorf_jt.config.flags import check_saved_flags
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.training.state import find_latest_state, read_state
 from tensorf_jt.training.trainer import Trainer, TrainResult
@@ -35,5 +36,6 @@ def train(config: RunConfig, explicit: set[str] = frozenset()) -> TrainResult:
               "starting a new run.")
         return Trainer(config).run()
     state = read_state(path)
+    check_saved_flags(state["train_args"], f"Training state '{path}'")
     return Trainer(resumed(config, set(explicit), state["train_args"]), state=state,
                    logfolder=os.path.dirname(os.path.abspath(path))).run()
