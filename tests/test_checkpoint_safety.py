@@ -254,3 +254,21 @@ def test_a_torch_tensor_larger_than_its_storage_is_refused_before_it_is_allocate
 
     with pytest.raises(CheckpointError, match=r"size \(100000, 100000\) has more elements than its storage \(1\)"):
         _rebuild_tensor(np.zeros(1, np.float32), 0, (100_000, 100_000), (0, 0))
+
+
+def test_a_large_file_is_not_held_in_memory_to_be_checked(tmp_path):
+    """64 MB of jt.save-shaped garbage (a bad opcode first, checksum and marker last): refused
+    having hashed it in chunks and read only its first bytes, not after reading it whole."""
+    path = tmp_path / "large.th"
+    with open(path, "wb") as handle:
+        handle.write(b"\xff" + bytes(64 << 20) + bytes(20) + b"HCAJSLHD")
+    probe = ("import resource, sys, tensorf_jt\n"
+             "from tensorf_jt.formats.checkpoint import load_checkpoint\n"
+             "from tensorf_jt.errors import CheckpointError\n"
+             "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+             "try:\n    load_checkpoint(sys.argv[1])\nexcept CheckpointError as err:\n    print(err)\n"
+             "print('grew', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n")
+    result = run_python(["-c", probe, str(path)], timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "checksum does not match" in result.stdout
+    assert int(result.stdout.split("grew")[-1]) < 24 * 1024, "KiB of peak memory to refuse a 64 MB file"

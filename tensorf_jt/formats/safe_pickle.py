@@ -16,13 +16,15 @@ deep, is a few kilobytes of pickle and a billion entries to anything that reads 
 
 ``read_jittor_pickle`` reads what ``jt.save`` writes for a ``.th``/``.pkl`` path: a protocol-4
 pickle, then the SHA-1 of those bytes and the 8-byte marker ``HCAJSLHD`` (files without the
-marker are a bare pickle). ``jt.Var``s are pickled as ``jittor.Var(ndarray)`` and come back as
+marker are a bare pickle). The checksum is compared first, in chunks, and the pickle is then
+read from the file as it is unpickled: no file is held whole in memory. ``jt.Var``s are pickled as ``jittor.Var(ndarray)`` and come back as
 Vars, numpy arrays as numpy arrays (float64 kept), exactly as ``jt.load`` returns them.
 """
 from __future__ import annotations
 
 import hashlib
 import io
+import os
 import pickle
 from typing import Any, Mapping
 
@@ -153,10 +155,29 @@ def read_jittor_pickle(path: str) -> Any:
     checksum does not match (a damaged file), and what ``pickle`` raises for a truncated one.
     """
     with open(path, "rb") as handle:
-        data = handle.read()
-    if data.endswith(JITTOR_MARKER):
-        payload = data[:-(_SHA1_BYTES + len(JITTOR_MARKER))]
-        if hashlib.sha1(payload).digest() != data[-(_SHA1_BYTES + len(JITTOR_MARKER)):-len(JITTOR_MARKER)]:
+        if _checksum_fails(handle):
             raise ValueError("its checksum does not match its contents")
-        data = payload
-    return AllowlistUnpickler(io.BytesIO(data), JITTOR_GLOBALS).load()
+        handle.seek(0)
+        return AllowlistUnpickler(handle, JITTOR_GLOBALS).load()
+
+
+def _checksum_fails(handle: io.BufferedReader) -> bool:
+    """Whether the file ends as ``jt.save`` ends its files and the SHA-1 there is not that of
+    the bytes before it (hashed in chunks: a file is never held whole in memory)."""
+    size = os.fstat(handle.fileno()).st_size
+    trailer = _SHA1_BYTES + len(JITTOR_MARKER)
+    if size < trailer:
+        return False
+    handle.seek(size - trailer)
+    expected, marker = handle.read(_SHA1_BYTES), handle.read(len(JITTOR_MARKER))
+    if marker != JITTOR_MARKER:
+        return False
+    handle.seek(0)
+    digest, remaining = hashlib.sha1(), size - trailer
+    while remaining > 0:
+        chunk = handle.read(min(1 << 22, remaining))
+        if not chunk:
+            break
+        digest.update(chunk)
+        remaining -= len(chunk)
+    return digest.digest() != expected
