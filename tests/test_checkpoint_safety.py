@@ -79,9 +79,13 @@ def test_checkpoints_and_states_round_trip_through_the_safe_reader(tmp_path):
     path = save_checkpoint(model, str(tmp_path / "m.th"), train_args={"seed": 1})
     raw = read_jittor_pickle(path)
     assert isinstance(raw["state_dict"]["density_plane.0"], jt.Var)
-    jt.save({"array": np.arange(3, dtype=np.float64), "scalar": np.float32(2.5)}, str(tmp_path / "np.th"))
+    big_endian = np.array([[-1.5, -1.0, -0.5], [1.5, 1.0, 0.5]], dtype=">f8")
+    jt.save({"array": np.arange(3, dtype=np.float64), "scalar": np.float32(2.5), "big": big_endian},
+            str(tmp_path / "np.th"))
     back = read_jittor_pickle(str(tmp_path / "np.th"))
     assert back["array"].dtype == np.float64 and back["scalar"] == np.float32(2.5)
+    np.testing.assert_array_equal(back["big"], big_endian)  # the byte order the pickle sets is kept
+    assert np.dtype("f8").byteorder == "="
     data = bytearray((tmp_path / "m.th").read_bytes())
     data[100] ^= 0xFF
     (tmp_path / "flipped.th").write_bytes(bytes(data))

@@ -45,7 +45,7 @@ class RefusedGlobal(pickle.UnpicklingError):
 def numeric_dtype(spec, align: bool = False, copy: bool = True) -> np.dtype:
     """``numpy.dtype`` for plain numbers and booleans only: an object or record dtype would let
     the pickle rebuild arbitrary objects inside an array."""
-    dtype = np.dtype(spec)
+    dtype = np.dtype(spec, align=align, copy=copy)  # a copy: the pickle then sets its byte order
     if dtype.kind not in "biufc":
         raise pickle.UnpicklingError(f"the file holds a numpy array of dtype '{spec}'; only numeric arrays "
                                      "are expected")
