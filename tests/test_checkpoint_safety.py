@@ -179,10 +179,27 @@ def test_damaged_training_states_are_refused_with_the_part_named(tmp_path):
          "optimizer group 0 holds moments that are not tensors"),
         (lambda s: dict(s, rays=dict(s["rays"], kept=np.zeros(1, np.uint8))), "training-ray mask holds 1 bytes"),
         (lambda s: {k: v for k, v in s.items() if k != "log"}, "lacks 'log'"),
+        (lambda s: dict(s, schedule=dict(s["schedule"], reso_cur=["a", "b", "c"])),
+         r"\(schedule\): 'reso_cur' should be 3 whole numbers from 1 up, .* found \['a', 'b', 'c'\]"),
+        (lambda s: dict(s, schedule=dict(s["schedule"], reso_mask=[10 ** 6] * 3)), r"'reso_mask' should be 3 whole"),
+        (lambda s: dict(s, log=dict(s["log"], rows=[[1, 2, 3]])), r"\(log\): 'rows' should be a list of dicts"),
+        (lambda s: dict(s, log=dict(s["log"], events=[(1, 2, 3)])), r"'events' should be \(iteration, text\) pairs"),
     ]:
         path = written(tmp_path, edit(state))
         with pytest.raises(CheckpointError, match=message):
             read_state(path)
+
+
+def test_a_state_asking_for_more_samples_than_its_grid_is_refused_on_resume(tmp_path):
+    """10^12 samples a ray (Jittor: "CPU memory is overflow") against the 69 its 20^3 grid gives."""
+    state = read_state("tests/fixtures/legacy_run_state.th")
+    run = tmp_path / "legacy_run"
+    run.mkdir()
+    jt.save(dict(state, schedule=dict(state["schedule"], nSamples=10 ** 12)), str(run / "legacy_run_state.th"))
+    result = run_python(["train.py", "--resume", str(run / "legacy_run_state.th"), "--datadir", str(tmp_path / "s")],
+                        timeout=600)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "schedule has 1,000,000,000,000 samples a ray where its grid [20, 20, 20] gives 69" in result.stderr
 
 
 class _ArrayFromShapeAlone:

@@ -31,7 +31,7 @@ import jittor as jt
 
 from tensorf_jt.errors import CheckpointError, ConfigError
 from tensorf_jt.formats.checkpoint import checkpoint_dict, read_pickled
-from tensorf_jt.formats.checkpoint_checks import is_tensor
+from tensorf_jt.formats.checkpoint_checks import MAX_VOXELS, excerpt, is_tensor
 from tensorf_jt.models import TensoRFModel
 from tensorf_jt.models.tensor_base import TensorBase
 from tensorf_jt.training.optimizer import TorchAdam
@@ -137,6 +137,38 @@ def check_state(state: dict, source: str) -> None:
                               f"{n_rays} rays; the file is damaged.")
     if state["iteration"] < 0:
         raise CheckpointError(f"{source}: iteration {state['iteration']} is negative; the file is damaged.")
+    _check_schedule(state["schedule"], f"{source} (schedule)")
+    _check_log(state["log"], f"{source} (log)")
+
+
+def _whole(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _check_schedule(schedule: dict, where: str) -> None:
+    """Grid resolutions of 3 whole numbers within the kernels' reach, and a positive sample count
+    (the trainer compares it with the model's when it resumes)."""
+    for key in ("reso_cur", "reso_mask"):
+        reso = schedule[key]
+        if (len(reso) != 3 or not all(_whole(n) and n >= 1 for n in reso)
+                or int(np.prod([int(n) for n in reso], dtype=np.float64)) > MAX_VOXELS):
+            raise CheckpointError(f"{where}: '{key}' should be 3 whole numbers from 1 up, at most {MAX_VOXELS:,} "
+                                  f"voxels in all, found {excerpt(reso)}; the file is damaged.")
+    if schedule["nSamples"] < 1:
+        raise CheckpointError(f"{where}: 'nSamples' is {schedule['nSamples']}; the file is damaged.")
+
+
+def _check_log(log: dict, where: str) -> None:
+    """The log's rows as dicts of the training log's columns, events as (iteration, text) pairs and
+    recent PSNRs as numbers."""
+    if not all(isinstance(row, dict) and all(isinstance(key, str) for key in row) for row in log["rows"]):
+        raise CheckpointError(f"{where}: 'rows' should be a list of dicts (one per logged iteration); the file "
+                              "is damaged.")
+    if not all(isinstance(event, (list, tuple)) and len(event) == 2 and _whole(event[0]) and isinstance(event[1], str)
+               for event in log["events"]):
+        raise CheckpointError(f"{where}: 'events' should be (iteration, text) pairs; the file is damaged.")
+    if not all(isinstance(value, _NUMBER) and not isinstance(value, bool) for value in log["recent_psnrs"]):
+        raise CheckpointError(f"{where}: 'recent_psnrs' should be numbers; the file is damaged.")
 
 
 def _moment_layouts(optimizer: TorchAdam, field: TensorBase | None) -> list[list[str | None]]:

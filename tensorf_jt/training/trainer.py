@@ -153,6 +153,11 @@ class Trainer:
         self.model.kernels = self.config.runtime.kernels
         self._synchronise_model()
         self.schedule_state = ScheduleState.from_dict(taken["schedule"])
+        expected = self.model.sampler.samples_per_ray(list(self.schedule_state.reso_cur), self.config.model.nSamples)
+        if self.schedule_state.nSamples != expected:
+            raise CheckpointError(f"The training state's schedule has {self.schedule_state.nSamples:,} samples a ray "
+                                  f"where its grid {list(self.schedule_state.reso_cur)} gives {expected:,}; the file "
+                                  "is damaged.")
         self.optimizer = make_optimizer(self.model, schedule.lr_init, schedule.lr_basis)
         load_optimizer_state(self.optimizer, taken["optimizer"], self.model.field)
         if self.ray_batches is None or taken["ray_keep"] is not self.ray_keep:
