@@ -344,8 +344,8 @@ class OwnDataDataset(ViewDataset):
             folder = os.path.dirname(os.path.abspath(self.transforms_path))
             names = [os.path.relpath(os.path.abspath(path), folder) for path in self.image_paths]
             names = [os.path.basename(name) if name.startswith("..") else name for name in names]
-            self.image_paths = undistort_images([(path, name, self.lens) for path, name in zip(self.image_paths, names)],
-                                                self.pinhole, os.path.join(folder, UNDISTORTED_DIR))
+            jobs = [(path, name, self.lens) for path, name in zip(self.image_paths, names)]
+            self.image_paths = undistort_images(jobs, self.pinhole, os.path.join(folder, UNDISTORTED_DIR))
         pixels, scales = zip(*read_all_pixels(self.image_paths, fit=lambda path, image, scale: fit_pixels(
             image, scale, path, self.full_wh, f"'{self.transforms_path}' says ('w', 'h')", (w, h))))
         poses = np.stack([self._pose(frame) for frame in frames])

@@ -155,7 +155,8 @@ def _check_contraction(kwargs: dict, where: str) -> None:
     if not present:
         return
     if not isinstance(kwargs["scene_contraction"], str) or kwargs["scene_contraction"] != "inf":
-        raise CheckpointError(f"{where}.scene_contraction should be 'inf', found {excerpt(kwargs['scene_contraction'])}.")
+        raise CheckpointError(f"{where}.scene_contraction should be 'inf', "
+                              f"found {excerpt(kwargs['scene_contraction'])}.")
     _box(kwargs["foreground_aabb"], f"{where}.foreground_aabb")
 
 

@@ -17,8 +17,9 @@ deep, is a few kilobytes of pickle and a billion entries to anything that reads 
 ``read_jittor_pickle`` reads what ``jt.save`` writes for a ``.th``/``.pkl`` path: a protocol-4
 pickle, then the SHA-1 of those bytes and the 8-byte marker ``HCAJSLHD`` (files without the
 marker are a bare pickle). The checksum is compared first, in chunks, and the pickle is then
-read from the file as it is unpickled: no file is held whole in memory. ``jt.Var``s are pickled as ``jittor.Var(ndarray)`` and come back as
-Vars, numpy arrays as numpy arrays (float64 kept), exactly as ``jt.load`` returns them.
+read from the file as it is unpickled: no file is held whole in memory. ``jt.Var``s are
+pickled as ``jittor.Var(ndarray)`` and come back as Vars, numpy arrays as numpy arrays
+(float64 kept), exactly as ``jt.load`` returns them.
 """
 from __future__ import annotations
 
