@@ -18,6 +18,15 @@ def test_binarize_dilates_by_one_voxel_and_transposes_to_zyx():
     np.testing.assert_array_equal(occupancy, expected)
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 1), (2, 3, 1), (3, 3, 3), (9, 4, 6)])
+def test_binarize_is_a_zero_padded_max_pool_on_grids_of_any_size(shape):
+    dense = (np.random.default_rng(sum(shape)).random(shape) ** 6).astype(np.float32)  # [X, Y, Z]
+    padded = np.pad(dense.transpose(2, 1, 0), 1)
+    z, y, x = shape[::-1]
+    pooled = np.max([padded[a:a + z, b:b + y, c:c + x] for a in range(3) for b in range(3) for c in range(3)], 0)
+    np.testing.assert_array_equal(binarize_alpha(jt.array(dense), 0.2).numpy(), (pooled >= 0.2).astype(np.float32))
+
+
 def test_occupied_bounds_and_empty_mask():
     grid = np.stack(np.meshgrid(*[np.linspace(-1, 1, n) for n in (5, 5, 5)], indexing="ij"), -1).astype(np.float32)
     occupancy = np.zeros((5, 5, 5), np.float32)

@@ -66,6 +66,11 @@ def test_resolutions_match_torch_exactly():
     assert BoxSampler((2.0, 6.0), 0.5).samples_per_ray([128, 128, 128], 10 ** 6) == 443
 
 
+def test_every_axis_keeps_two_voxels():
+    assert N_to_reso(1, BOX) == [2, 2, 2]  # the reference's [1, 1, 1] has no voxel size
+    assert N_to_reso(4096, [[0, 0, 0], [100, 100, 0.5]]) == [93, 93, 2]  # flat box: 0.47 voxels thick
+
+
 def test_voxel_counts_match_torch():
     assert voxel_counts(2097156, 27000000, 5) == [3496047, 5828060, 9715614, 16196343, 26999994]
     assert N_to_reso(26999994, BOX) == [299, 299, 299], "the reference's lego ends at 299^3"

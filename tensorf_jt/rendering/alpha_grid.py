@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import jittor as jt
-from jittor import nn
 
 from tensorf_jt.rendering.interpolation import trilinear_sample
 from tensorf_jt.kernels.layout import permute
@@ -71,9 +70,29 @@ class AlphaGridMask:
 
 def binarize_alpha(dense_alpha: jt.Var, threshold: float) -> jt.Var:
     """Dense opacity [X, Y, Z] -> binary occupancy [Z, Y, X]: clamp, 3x3x3 max-pool, threshold."""
-    alpha = permute(dense_alpha.clamp(min_v=0.0, max_v=1.0), (2, 1, 0)).unsqueeze(0).unsqueeze(0)
-    alpha = nn.max_pool3d(alpha, kernel_size=3, stride=1, padding=1)[0, 0]
+    alpha = permute(dense_alpha.clamp(min_v=0.0, max_v=1.0), (2, 1, 0))
+    for axis in range(3):
+        alpha = _max_of_neighbours(alpha, axis)
     return (alpha >= threshold).float32()
+
+
+def _max_of_neighbours(volume: jt.Var, axis: int) -> jt.Var:
+    """Each voxel's maximum with its two neighbours along ``axis``, zero beyond the edges.
+
+    Three of these make the reference's 3x3x3 max-pool with padding 1 (opacities are not negative,
+    so zero padding is the pool's own). Jittor's max_pool3d refuses any side of 3 voxels or fewer,
+    which the smallest grids a user may ask for have.
+    """
+    length = volume.shape[axis]
+    if length == 1:
+        return volume
+    shape = list(volume.shape)
+    shape[axis] = 1
+    edge = jt.zeros(shape, dtype=volume.dtype)
+    lead = (slice(None),) * axis
+    before = jt.concat([edge, volume[lead + (slice(0, length - 1),)]], dim=axis)
+    after = jt.concat([volume[lead + (slice(1, length),)], edge], dim=axis)
+    return jt.maximum(volume, jt.maximum(before, after))
 
 
 def occupied_bounds(occupancy: jt.Var, dense_xyz: jt.Var) -> jt.Var | None:

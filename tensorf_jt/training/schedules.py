@@ -21,14 +21,16 @@ def N_to_reso(n_voxels: int, bbox) -> list[int]:
     """Per-axis resolution giving ~``n_voxels`` cubic voxels in the box ``bbox`` [2, 3].
 
     float32 like the reference's tensors; the division by the voxel count and the cube root
-    round once to float32, as torch's scalar arithmetic does.
+    round once to float32, as torch's scalar arithmetic does. Deliberate guard the reference
+    lacks: every axis gets at least two voxels (a one-voxel axis has no voxel size, and a very
+    flat box or a tiny count would give one or none), as ``TensorBase.shrink_bounds`` keeps.
     """
     bbox = np.asarray(bbox, dtype=np.float32)
     extent = bbox[1] - bbox[0]
     volume = np.float32(np.float32(extent[0] * extent[1]) * extent[2])
     per_voxel = np.float32(np.float64(volume) / np.float64(n_voxels))
     voxel_size = np.float32(np.float64(per_voxel) ** (1.0 / 3.0))
-    return [int(r) for r in (extent / voxel_size).astype(np.int64)]
+    return [max(int(r), 2) for r in (extent / voxel_size).astype(np.int64)]
 
 
 def voxel_counts(N_voxel_init: int, N_voxel_final: int, n_upsamples: int) -> list[int]:
