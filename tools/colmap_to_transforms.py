@@ -10,7 +10,7 @@ scene box (``aabb``) and ``near_far`` fitted to the sparse points, and DIR/spars
 Images with lens distortion, or with several calibrations, are resampled once into
 DIR/images_undistorted/. The world is rotated so that the cameras' mean up direction is +z
 and moved and scaled so that the box is centred at the origin with its largest side 3.
-``tensorf_jt/dataLoader/colmap_scene.py`` does the work; docs/DATASETS.md walks through it.
+``tensorf_jt/dataLoader/colmap_scene.py`` does the work; docs/CAPTURES.md walks through it.
 """
 from __future__ import annotations
 
