@@ -170,6 +170,24 @@ def test_weights_that_are_not_finite_are_refused_with_the_tensor_named(tmp_path,
         assert "holds 1 NaN or infinite values" in result.stderr
 
 
+def with_group(state: dict, **changes) -> dict:
+    """``state`` with its first optimizer group's ``changes``."""
+    groups = state["optimizer"]["groups"]
+    return dict(state, optimizer=dict(state["optimizer"], groups=[dict(groups[0], **changes), *groups[1:]]))
+
+
+def negated(moments: list) -> list:
+    """Second moments made negative where they are positive (Adam takes their square root)."""
+    return [jt.array(-np.abs(np.asarray(m.numpy() if isinstance(m, jt.Var) else m)) - 1.0) for m in moments]
+
+
+def poisoned(moments: list) -> list:
+    """The first moment tensor with one NaN."""
+    first = np.array(moments[0].numpy() if isinstance(moments[0], jt.Var) else moments[0], dtype=np.float32)
+    first.reshape(-1)[0] = np.nan
+    return [jt.array(first), *moments[1:]]
+
+
 def test_damaged_training_states_are_refused_with_the_part_named(tmp_path):
     state = read_state("tests/fixtures/legacy_run_state.th")
     for edit, message in [
@@ -184,6 +202,20 @@ def test_damaged_training_states_are_refused_with_the_part_named(tmp_path):
         (lambda s: dict(s, schedule=dict(s["schedule"], reso_mask=[10 ** 6] * 3)), r"'reso_mask' should be 3 whole"),
         (lambda s: dict(s, log=dict(s["log"], rows=[[1, 2, 3]])), r"\(log\): 'rows' should be a list of dicts"),
         (lambda s: dict(s, log=dict(s["log"], events=[(1, 2, 3)])), r"'events' should be \(iteration, text\) pairs"),
+        (lambda s: dict(s, log=dict(s["log"], elapsed_s=float("nan"))), r"\(log\): 'elapsed_s' is nan, where a finite"),
+        (lambda s: dict(s, log=dict(s["log"], logged_events=7)), r"'logged_events' is 7, where a count from 0 to"),
+        (lambda s: dict(s, schedule=dict(s["schedule"], TV_weight_density=-1.0)),
+         r"\(schedule\): 'TV_weight_density' is -1.0, where a finite weight of 0 or more belongs"),
+        (lambda s: dict(s, schedule=dict(s["schedule"], lr_scale=float("inf"))), r"'lr_scale' is inf"),
+        (lambda s: with_group(s, lr=float("nan")), r"\(optimizer group 0\): 'lr' is nan, where a finite learning"),
+        (lambda s: with_group(s, lr=-0.02), r"'lr' is -0.02"),
+        (lambda s: with_group(s, values=negated(s["optimizer"]["groups"][0]["values"])),
+         r"\(optimizer group 0\): 'values' holds [\d,]+ values that are not finite or are negative"),
+        (lambda s: with_group(s, m=poisoned(s["optimizer"]["groups"][0]["m"])), r"'m' holds 1 values that are not"),
+        (lambda s: dict(s, optimizer=dict(s["optimizer"], n_step=-4)), r"'n_step' is -4, where a step count"),
+        (lambda s: dict(s, sampler=dict(s["sampler"], position=10 ** 9)), r"\(sampler\): 'position' is 1000000000, "
+         r"where a batch number from 0 to [\d,]+ belongs"),
+        (lambda s: dict(s, sampler=dict(s["sampler"], rays_per_batch=0)), r"'rays_per_batch' is 0, where a batch size"),
     ]:
         path = written(tmp_path, edit(state))
         with pytest.raises(CheckpointError, match=message):

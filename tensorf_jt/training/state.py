@@ -139,6 +139,50 @@ def check_state(state: dict, source: str) -> None:
         raise CheckpointError(f"{source}: iteration {state['iteration']} is negative; the file is damaged.")
     _check_schedule(state["schedule"], f"{source} (schedule)")
     _check_log(state["log"], f"{source} (log)")
+    _check_optimizer(state["optimizer"], f"{source} (optimizer)")
+    _check_sampler(state["sampler"], f"{source} (sampler)")
+
+
+def _require(ok: bool, where: str, key: str, value, expected: str) -> None:
+    if not ok:
+        raise CheckpointError(f"{where}: '{key}' is {excerpt(value)}, where {expected} belongs; the file is damaged.")
+
+
+def _at_least(value, low: float) -> bool:
+    """A finite number (not a bool) of ``low`` or more."""
+    return (isinstance(value, _NUMBER) and not isinstance(value, bool) and bool(np.isfinite(value))
+            and value >= low)
+
+
+def _check_optimizer(optimizer: dict, where: str) -> None:
+    """Step counts not negative, learning rates finite and not negative, moments finite and the
+    second moments not negative (Adam divides by their square root)."""
+    _require(optimizer["n_step"] >= 0, where, "n_step", optimizer["n_step"], "a step count")
+    for index, group in enumerate(optimizer["groups"]):
+        at = f"{where[:-1]} group {index})"
+        _require(_at_least(group["lr"], 0), at, "lr", group["lr"], "a finite learning rate of 0 or more")
+        for key, low in (("m", -np.inf), ("values", 0.0)):
+            for moment in group[key]:
+                array = moment.numpy() if isinstance(moment, jt.Var) else np.asarray(moment)
+                bad = ~np.isfinite(array) | (array < low)
+                if bad.any():
+                    raise CheckpointError(f"{at}: '{key}' holds {int(bad.sum()):,} values that are not finite"
+                                          f"{'' if low == -np.inf else ' or are negative'}; the file is damaged.")
+        if "steps" in group:
+            steps = group["steps"]
+            array = steps.numpy() if isinstance(steps, jt.Var) else np.asarray(steps)
+            _require(is_tensor(steps) and array.dtype.kind in "iu" and bool((array >= 0).all()), at, "steps",
+                     array, "whole step counts of 0 or more")
+
+
+def _check_sampler(sampler: dict, where: str) -> None:
+    """A batch size from 1 to the ray count, and a position within the epoch's batches."""
+    n_rays, per_batch = sampler["n_rays"], sampler["rays_per_batch"]
+    _require(n_rays >= 1, where, "n_rays", n_rays, "a ray count")
+    _require(1 <= per_batch <= n_rays, where, "rays_per_batch", per_batch, f"a batch size from 1 to {n_rays:,}")
+    batches = n_rays // per_batch
+    _require(0 <= sampler["position"] <= batches, where, "position", sampler["position"],
+             f"a batch number from 0 to {batches:,}")
 
 
 def _whole(value) -> bool:
@@ -156,6 +200,8 @@ def _check_schedule(schedule: dict, where: str) -> None:
                                   f"voxels in all, found {excerpt(reso)}; the file is damaged.")
     if schedule["nSamples"] < 1:
         raise CheckpointError(f"{where}: 'nSamples' is {schedule['nSamples']}; the file is damaged.")
+    for key in ("L1_reg_weight", "TV_weight_density", "TV_weight_app", "lr_scale"):
+        _require(_at_least(schedule[key], 0), where, key, schedule[key], "a finite weight of 0 or more")
 
 
 def _check_log(log: dict, where: str) -> None:
@@ -169,6 +215,9 @@ def _check_log(log: dict, where: str) -> None:
         raise CheckpointError(f"{where}: 'events' should be (iteration, text) pairs; the file is damaged.")
     if not all(isinstance(value, _NUMBER) and not isinstance(value, bool) for value in log["recent_psnrs"]):
         raise CheckpointError(f"{where}: 'recent_psnrs' should be numbers; the file is damaged.")
+    _require(_at_least(log["elapsed_s"], 0), where, "elapsed_s", log["elapsed_s"], "a finite time of 0 or more")
+    _require(0 <= log["logged_events"] <= len(log["events"]), where, "logged_events", log["logged_events"],
+             f"a count from 0 to {len(log['events'])} (the events)")
 
 
 def _moment_layouts(optimizer: TorchAdam, field: TensorBase | None) -> list[list[str | None]]:
