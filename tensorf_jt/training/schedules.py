@@ -62,12 +62,18 @@ class TrainingSchedule:
     upsamp_list: list[int] = field(default_factory=list)
     update_AlphaMask_list: list[int] = field(default_factory=list)
     voxel_targets: list[int] = field(default_factory=list)
+    initial_voxels: int = 0
 
     @classmethod
-    def from_config(cls, schedule: ScheduleConfig) -> "TrainingSchedule":
+    def from_config(cls, schedule: ScheduleConfig, voxel_cap: int | None = None) -> "TrainingSchedule":
+        """The config's schedule; ``voxel_cap`` (``training.resolution.grid_cap``) lowers
+        ``N_voxel_init`` and ``N_voxel_final`` to at most that many voxels."""
         upsamp = list(schedule.upsamp_list)
         masks = list(schedule.update_AlphaMask_list)
-        return cls(upsamp, masks, voxel_counts(schedule.N_voxel_init, schedule.N_voxel_final, len(upsamp)))
+        first, last = schedule.N_voxel_init, schedule.N_voxel_final
+        if voxel_cap is not None:
+            first, last = min(first, voxel_cap), min(last, voxel_cap)
+        return cls(upsamp, masks, voxel_counts(first, last, len(upsamp)), first)
 
     def updates_alpha_mask(self, iteration: int) -> bool:
         return iteration in self.update_AlphaMask_list

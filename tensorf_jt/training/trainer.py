@@ -38,6 +38,7 @@ from tensorf_jt.runtime.profiling import stage
 from tensorf_jt.runtime.seeding import seed_everything, seed_iteration
 from tensorf_jt.runtime.signals import stop_requests
 from tensorf_jt.training import events
+from tensorf_jt.training.resolution import grid_cap
 from tensorf_jt.training.live_viewer import LiveViewer
 from tensorf_jt.training.log import TrainingLog, run_folder
 from tensorf_jt.training.nan_guard import SNAPSHOT_EVERY_WITHOUT_SAVES, NanGuard, nonfinite_parameters
@@ -94,7 +95,11 @@ class Trainer:
         self.white_bg = self.train_dataset.white_bg or config.data.white_bkgd
         self.logfolder = run_folder(config.output, logfolder, create=self.main_rank)
         self.state_path = state_path(self.logfolder, config.output.expname)
-        self.schedule = TrainingSchedule.from_config(config.schedule)
+        cap = grid_cap(self.space, self.train_dataset)
+        self.schedule = TrainingSchedule.from_config(config.schedule, cap)
+        if self.main_rank and cap is not None and cap < config.schedule.N_voxel_final:
+            print(f"grid: at most {cap:,} voxels (N_voxel_final {config.schedule.N_voxel_final:,}): a finer "
+                  "foreground voxel would be smaller than a training pixel at the object", flush=True)
         self.policy = StepPolicy.from_config(config.schedule, self.white_bg)
         self.iteration = 0  # iterations completed: the next one to run
         self.progress = RunProgress()
@@ -120,7 +125,7 @@ class Trainer:
     # ------------------------------------------------------------------- setup
     def _start_new_run(self) -> None:
         config, schedule = self.config, self.config.schedule
-        reso = N_to_reso(schedule.N_voxel_init, self.space.grid_box)
+        reso = N_to_reso(self.schedule.initial_voxels, self.space.grid_box)
         if config.model.ckpt is not None:
             model, _ = load_checkpoint(config.model.ckpt, config.model.model_name, ndc_ray=self.space.ndc_ray)
             check_fits_space(model, self.space, config.model.ckpt)
