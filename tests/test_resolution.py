@@ -6,6 +6,7 @@ from tensorf_jt.config import parse_run_config
 from tensorf_jt.dataLoader.demo_scene import DemoSceneSpec, generate
 from tensorf_jt.training.resolution import pixel_footprint, resolvable_voxels
 from tensorf_jt.training.schedules import voxel_counts
+from tensorf_jt.training.state import read_state
 from tensorf_jt.training.trainer import Trainer
 
 
@@ -49,3 +50,25 @@ def test_bounded_runs_keep_the_reference_schedule(small_room, tmp_path, capsys):
     trainer = room_trainer(small_room, tmp_path, "--unbounded", "0")
     assert trainer.schedule.voxel_targets == voxel_counts(4096, 8_000_000, 4)  # demo_room's four upsamplings
     assert "grid: at most" not in capsys.readouterr().out
+
+
+def test_a_run_saved_before_grids_were_capped_goes_on_uncapped(small_room, tmp_path, monkeypatch, capsys):
+    """Its grid is already finer than the cap; resuming must not shrink it at the next upsampling."""
+    import signal
+    from test_resume import stop_with_signal_after
+    from tensorf_jt.cli.train import main
+    from tensorf_jt.training import trainer as trainer_module
+
+    argv = ["--config", "configs/demo_room.txt", "--dataset_name", "own_data", "--datadir", small_room,
+            "--basedir", str(tmp_path), "--expname", "old", "--n_iters", "4", "--batch_size", "256",
+            "--N_voxel_init", "512000", "--N_voxel_final", "1000000", "--upsamp_list", "3",
+            "--update_AlphaMask_list", "2", "--N_vis", "0", "--render_test", "0", "--tensorboard", "0"]
+    monkeypatch.setattr(trainer_module, "grid_cap", lambda space, dataset: None)  # the code before the cap
+    stop_with_signal_after(monkeypatch, 2, signal.SIGTERM)
+    assert main(argv) == 128 + signal.SIGTERM
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert main(["--resume", str(tmp_path / "old" / "old_state.th")]) == 0
+    assert "it goes on uncapped, as it began" in capsys.readouterr().out
+    state = read_state(str(tmp_path / "old" / "old_state.th"))
+    assert np.prod(state["schedule"]["reso_cur"]) > 512_000  # upsampled towards 10^6, not shrunk to the cap

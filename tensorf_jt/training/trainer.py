@@ -116,6 +116,12 @@ class Trainer:
             self._start_new_run()
         else:
             log_rows, elapsed_before = self._resume(state)
+            if cap is not None and int(np.prod(self.schedule_state.reso_cur)) > cap:
+                # Trained before grids were capped: go on as it began rather than shrink its grid.
+                self.schedule = TrainingSchedule.from_config(config.schedule)
+                if self.main_rank:
+                    print(f"grid: the saved run's grid {list(self.schedule_state.reso_cur)} is finer than the "
+                          f"{cap:,} voxels its photos resolve; it goes on uncapped, as it began", flush=True)
         self._elapsed_before = elapsed_before
         self.train_log = TrainingLog(self.logfolder, rows=log_rows, elapsed_s=elapsed_before, write=self.main_rank)
         self.tensorboard = TensorBoardLog(self.logfolder, enabled=self.main_rank and config.output.tensorboard)
