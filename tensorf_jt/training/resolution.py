@@ -10,9 +10,15 @@ images. Measured in docs/BENCHMARKS.md#views-between-the-photos.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from tensorf_jt.rendering.contraction import MODEL_BOX
+
+if TYPE_CHECKING:
+    from tensorf_jt.dataLoader.views import ViewDataset
+    from tensorf_jt.models.factory import SceneSpace
 
 
 def pixel_footprint(camera_poses: np.ndarray, intrinsics: np.ndarray, point: np.ndarray) -> float:
@@ -37,7 +43,7 @@ def resolvable_voxels(foreground: np.ndarray, footprint: float) -> int:
     return max(int(round(per_axis ** 3)), 8)
 
 
-def grid_cap(space, dataset) -> int | None:
+def grid_cap(space: SceneSpace, dataset: ViewDataset) -> int | None:
     """The most voxels worth training for an unbounded ``space`` on ``dataset``'s training views;
     None for bounded and NDC scenes (the reference's, left as they are)."""
     if not space.unbounded:

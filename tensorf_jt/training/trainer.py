@@ -38,13 +38,13 @@ from tensorf_jt.runtime.profiling import stage
 from tensorf_jt.runtime.seeding import seed_everything, seed_iteration
 from tensorf_jt.runtime.signals import stop_requests
 from tensorf_jt.training import events
-from tensorf_jt.training.resolution import grid_cap
 from tensorf_jt.training.live_viewer import LiveViewer
 from tensorf_jt.training.log import TrainingLog, run_folder
 from tensorf_jt.training.nan_guard import SNAPSHOT_EVERY_WITHOUT_SAVES, NanGuard, nonfinite_parameters
 from tensorf_jt.training.optimizer import make_optimizer
 from tensorf_jt.training.ray_filtering import filter_training_rays, ray_batches
 from tensorf_jt.training.renders import render_after_training, render_test_views
+from tensorf_jt.training.resolution import grid_cap
 from tensorf_jt.training.run_state import PendingLosses, RunProgress
 from tensorf_jt.training.schedules import N_to_reso, ScheduleState, TrainingSchedule
 from tensorf_jt.training.state import load_optimizer_state, snapshot, state_contents, state_path, unpack_ray_mask
