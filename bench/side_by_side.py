@@ -6,11 +6,11 @@ test renders; the photos are the same own_data test split read again with the fl
 used (``--holdout_sector`` and ``--holdout_center`` pick the held-out sector's views). Every
 row is labelled with its run's name and, per view, its PSNR from ``metrics.json``.
 
-    python bench/side_by_side.py --datadir COPY_OF_CUP --holdout_sector 30 --downsample 8 --views 5 9 17 \\
-        --out docs/views_between_photos.png "200^3 grid=log/cup_uncapped" "capped at 116^3=log/cup_sector30"
+    python bench/side_by_side.py --datadir COPY_OF_CUP --holdout_sector 30 --downsample 8 --views 2 5 9 17 \\
+        --out docs/views_between_photos.png "no sparse depth=log/cup_no_depth" "as configured=log/cup_sector30"
 
 (the runs of docs/BENCHMARKS.md's views between the photos: ``log/cup_sector30`` as configured,
-``log/cup_uncapped`` by the code before the grid cap.)
+``log/cup_no_depth`` with ``--sparse_depth_weight 0``.)
 """
 from __future__ import annotations
 

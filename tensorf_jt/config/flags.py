@@ -90,6 +90,9 @@ def config_parser() -> configargparse.ArgumentParser:
     add("--Ortho_weight", type=float, default=0.0, help="loss weight")
     add("--TV_weight_density", type=float, default=0.0, help="loss weight")
     add("--TV_weight_app", type=float, default=0.0, help="loss weight")
+    add("--sparse_depth_weight", type=float, default=0.0,
+        help="weight of the loss that ends each ray from a training camera to a COLMAP point its photo observes "
+             "at that point (own_data written by tools/colmap_to_transforms.py; docs/UNBOUNDED.md); 0: off")
 
     # model
     add("--n_lamb_sigma", type=int, action="append")

@@ -120,6 +120,7 @@ class ScheduleConfig:
     Ortho_weight: float
     TV_weight_density: float
     TV_weight_app: float
+    sparse_depth_weight: float  # the loss that ends rays at the capture's sparse points (0: off)
     N_voxel_init: int
     N_voxel_final: int
     upsamp_list: Tuple[int, ...]
@@ -308,6 +309,8 @@ def _validate(config: RunConfig) -> None:
         raise ConfigError("unbounded = 1 contracts the space around a foreground box, but ndc_ray = 1 maps a "
                           "forward-facing scene into NDC: use one or the other (a capture around its object: "
                           "ndc_ray = 0, unbounded = 1).")
+    if schedule.sparse_depth_weight < 0:
+        raise ConfigError(f"sparse_depth_weight must be 0 (off) or positive, got {schedule.sparse_depth_weight}.")
     if model.importance_samples < 0:
         raise ConfigError(f"importance_samples must be 0 (off) or positive, got {model.importance_samples}.")
     if model.importance_samples and data.ndc_ray:

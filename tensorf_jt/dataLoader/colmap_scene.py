@@ -6,8 +6,9 @@ one pinhole camera (``undistort``), moves the world so that the cameras' mean up
 is +z and the fitted scene box is centred at the origin with its largest side 3 -- the size
 of own_data's default box -- (``scene_fit``), and writes ``transforms.json`` with the box as
 ``aabb``, ``near_far`` fitted to the points' depths, the kept sparse points as a PLY file
-(``ply_file_path``) and the similarity applied to COLMAP's world (``colmap_to_world``:
-x_scene = M x_colmap). ``tools/colmap_to_transforms.py`` is its command line.
+(``ply_file_path``), the similarity applied to COLMAP's world (``colmap_to_world``:
+x_scene = M x_colmap) and the model's folder (``colmap_model``, whose points supervise where
+rays end: ``sparse_points``). ``tools/colmap_to_transforms.py`` is its command line.
 Only numpy, PIL and (for distorted images) OpenCV are imported here.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ from PIL import Image as PILImage
 from tensorf_jt.dataLoader import scene_fit
 from tensorf_jt.dataLoader.undistort import Pinhole, shared_pinhole, undistort_images
 from tensorf_jt.errors import DatasetError
-from tensorf_jt.formats.colmap import Camera, Image, Model, find_model, read_model
+from tensorf_jt.formats.colmap import Camera, Image, Model, find_model, read_model, view_points
 from tensorf_jt.formats.ply import write_ply
 
 UNDISTORTED_DIR = "images_undistorted"  # the cache of resampled images, next to transforms.json
@@ -96,16 +97,6 @@ def check_images(model: Model, images_dir: str) -> tuple[list[Image], list[str]]
 def _pinhole_of(camera: Camera) -> Pinhole:
     (fx, fy), (cx, cy) = camera.focal, camera.principal_point
     return Pinhole(camera.width, camera.height, fx, fy, cx, cy)
-
-
-def view_points(images: list[Image], point_ids: np.ndarray) -> list[np.ndarray]:
-    """For each image, the indices (into ``point_ids``) of the sparse points it observes."""
-    index_of = {int(point_id): i for i, point_id in enumerate(point_ids)}
-    views = []
-    for image in images:
-        seen = np.array([index_of.get(int(p), -1) for p in image.point3D_ids if p >= 0], dtype=np.int64)
-        views.append(np.unique(seen[seen >= 0]))
-    return views
 
 
 def fit_scene(c2w_opengl: np.ndarray, xyz: np.ndarray, track_lengths: np.ndarray, views: list[np.ndarray],
@@ -190,6 +181,7 @@ def convert(scene_dir: str | None = None, model_dir: str | None = None, images_d
         "camera_angle_y": 2.0 * float(np.arctan(target.height / (2.0 * target.fy))),
         "aabb": box.tolist(), "near_far": [float(near_far[0]), float(near_far[1])],
         "colmap_to_world": similarity.tolist(),
+        "colmap_model": os.path.relpath(os.path.abspath(model_dir), out_dir).replace(os.sep, "/"),
     }
     beyond = scene_fit.sees_beyond_box(scene_fit.transform_points(similarity, points.xyz), points.track_lengths,
                                        poses, box, min_track) if len(points.xyz) else None

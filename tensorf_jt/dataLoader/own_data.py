@@ -55,6 +55,7 @@ from tensorf_jt.dataLoader.camera_checks import check_field_of_view, check_pose
 from tensorf_jt.dataLoader.camera_paths import orbit_path
 from tensorf_jt.dataLoader.conventions import DEFAULT_POSE_FORMAT, check_pose_format, to_c2w_opengl
 from tensorf_jt.dataLoader.sector_split import sector_split
+from tensorf_jt.dataLoader.sparse_points import KeypointRays, transforms_keypoints
 from tensorf_jt.dataLoader.undistort import shared_pinhole, undistort_images
 from tensorf_jt.errors import DatasetError
 from tensorf_jt.formats.colmap import Camera
@@ -167,6 +168,7 @@ class OwnDataDataset(ViewDataset):
         self.holdout_sector, self.holdout_center = float(holdout_sector), holdout_center
         self._box_argument = scene_bbox
         self.transforms_path, meta, frames = self._read_split(split)
+        self._meta, self._frames = meta, frames
         self._set_bounds(meta, scene_bbox, near_far)
         check_pose_format(np.stack([frame["transform_matrix"] for frame in meta["frames"]]).astype(np.float64),
                           pose_format, self.scene_bbox, f"'{self.transforms_path}'")
@@ -176,6 +178,13 @@ class OwnDataDataset(ViewDataset):
         train_poses = np.stack([self._pose(frame) for frame in train_frames])
         self.render_path = orbit_path(train_poses, self.scene_bbox.astype(np.float64).mean(0),
                                       n_views=120).astype(np.float32)
+
+    def sparse_points(self) -> tuple[KeypointRays | None, str]:
+        """Rays from this split's cameras to the COLMAP points they observe, when the transforms
+        file comes from ``tools/colmap_to_transforms.py`` (``dataLoader.sparse_points``); else
+        None and why not."""
+        c2w = np.stack([self._pose(frame) for frame in self._frames])
+        return transforms_keypoints(self.transforms_path, self._meta, self._frames, c2w)
 
     def _read_split(self, split: str) -> tuple[str, dict, list[dict]]:
         """(file, metadata, frames) of ``split``, from its own file or from a single transforms.json

@@ -147,6 +147,11 @@ class ViewDataset:
     # The pinhole camera at the loaded size: [[fx, 0, cx], [0, fy, cy], [0, 0, 1]].
     intrinsics: np.ndarray
 
+    def sparse_points(self) -> tuple[object | None, str]:
+        """Rays to the sparse points the training photos observe (``dataLoader.sparse_points``);
+        a loader that reads none says so."""
+        return None, f"the {type(self).__name__} loader reads no sparse points"
+
     def store_views(self, pixels: list[np.ndarray], scales: list[np.float32], poses: np.ndarray,
                     directions: np.ndarray, ndc: tuple[float, float] | None = None) -> None:
         """Keep the views: RGBA ``pixels`` [H, W, 4] at the loaded size with their ``scales``

@@ -201,6 +201,16 @@ def rotation_to_quaternion(rotation: np.ndarray) -> np.ndarray:
     return q if q[0] >= 0 else -q
 
 
+def view_points(images: list[Image], point_ids: np.ndarray) -> list[np.ndarray]:
+    """For each image, the indices (into ``point_ids``) of the sparse points it observes."""
+    index_of = {int(point_id): i for i, point_id in enumerate(point_ids)}
+    views = []
+    for image in images:
+        seen = np.array([index_of.get(int(p), -1) for p in image.point3D_ids if p >= 0], dtype=np.int64)
+        views.append(np.unique(seen[seen >= 0]))
+    return views
+
+
 # ------------------------------------------------------------------ finding a model
 def find_model(folder: str) -> str:
     """The folder holding a model's files: ``folder`` itself, ``folder/sparse/0`` or ``folder/sparse``."""

@@ -82,17 +82,10 @@ class DenseRoute:
 
     def __call__(self, field: Field, sampler: Sampler, rays: jt.Var, white: bool, n_samples: int,
                  jitter: jt.Var | None, perturb: bool) -> RenderOutput:
-        rays_o, rays_d = rays[:, :3], rays[:, 3:6]
         n_rays = rays.shape[0]
-        with stage("sampling"):
-            samples = sampler.dense(rays_o, rays_d, n_samples, jitter, field.alphaMask, field.fused)
+        samples, weights = dense_weights(field, sampler, self.settings, rays, n_samples, jitter, field.fused)
         n_samples = samples.z.shape[1]
-        sigma = _dense_density(field, samples)
         with stage("compositing"):
-            dist = samples.dist * self.settings.distance_scale
-            if sampler.caps_optical_depth:
-                sigma = compositing.cap_optical_depth(sigma, dist)
-            _, weights, _ = compositing.raw2alpha(sigma, dist)
             flat_weights = weights.reshape(-1)
             shaded = flat_indices(flat_weights > self.settings.weight_threshold)
         shares = _shade(field, shaded, flat_weights, samples.xyz, shaded // n_samples, samples.viewdirs)
@@ -207,6 +200,23 @@ def choose_route(fused: bool, sampler: Sampler, settings: Compositing, importanc
     if fused and sampler.packs:
         return PackedRoute(settings)
     return DenseRoute(settings)
+
+
+def dense_weights(field: Field, sampler: Sampler, settings: Compositing, rays: jt.Var, n_samples: int,
+                  jitter: jt.Var | None, fused: bool = False) -> tuple[DenseSamples, jt.Var]:
+    """The sampler's dense samples of rays [R, 6] and their compositing weights [R, S], with
+    gradients to the field's density (what a loss on where rays end needs); ``fused`` lets the
+    sampler march with its kernel."""
+    rays_o, rays_d = rays[:, :3], rays[:, 3:6]
+    with stage("sampling"):
+        samples = sampler.dense(rays_o, rays_d, n_samples, jitter, field.alphaMask, fused)
+    sigma = _dense_density(field, samples)
+    with stage("compositing"):
+        dist = samples.dist * settings.distance_scale
+        if sampler.caps_optical_depth:
+            sigma = compositing.cap_optical_depth(sigma, dist)
+        _, weights, _ = compositing.raw2alpha(sigma, dist)
+    return samples, weights
 
 
 def _dense_density(field: Field, samples: DenseSamples) -> jt.Var:

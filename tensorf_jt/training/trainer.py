@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from tensorf_jt.config import RunConfig, require_for_training
 from tensorf_jt.dataLoader import load_split, prepare_dataset
 from tensorf_jt.dataLoader.scene_fit import scene_summary
+from tensorf_jt.dataLoader.sparse_points import MIN_VIEWS
 from tensorf_jt.errors import CheckpointError
 from tensorf_jt.evaluation.metrics import mse_to_psnr
 from tensorf_jt.formats.checkpoint import load_checkpoint, model_from_checkpoint, save_atomically, save_checkpoint
@@ -48,6 +49,7 @@ from tensorf_jt.training.resolution import grid_cap
 from tensorf_jt.training.run_state import PendingLosses, RunProgress
 from tensorf_jt.training.schedules import N_to_reso, ScheduleState, TrainingSchedule
 from tensorf_jt.training.state import load_optimizer_state, snapshot, state_contents, state_path, unpack_ray_mask
+from tensorf_jt.training.sparse_depth import BATCH as KEYPOINT_BATCH, KeypointBatches
 from tensorf_jt.training.step import StepPolicy, train_step
 from tensorf_jt.training.tensorboard import TensorBoardLog
 
@@ -101,6 +103,7 @@ class Trainer:
             print(f"grid: at most {cap:,} voxels (N_voxel_final {config.schedule.N_voxel_final:,}): a finer "
                   "foreground voxel would be smaller than a training pixel at the object", flush=True)
         self.policy = StepPolicy.from_config(config.schedule, self.white_bg)
+        self.keypoints = self._keypoint_batches()
         self.iteration = 0  # iterations completed: the next one to run
         self.progress = RunProgress()
         self.stop_signal: int | None = None  # SIGINT / SIGTERM received (by any rank, once agreed)
@@ -129,6 +132,23 @@ class Trainer:
         self.cache_trim = CacheTrim(config.runtime.gc_growth)
 
     # ------------------------------------------------------------------- setup
+    def _keypoint_batches(self) -> KeypointBatches | None:
+        """The sparse-depth loss's rays, where ``sparse_depth_weight`` asks for it and the
+        training split has sparse points; the first rank says which."""
+        weight = self.config.schedule.sparse_depth_weight
+        if weight <= 0:
+            return None
+        keypoints, source = self.train_dataset.sparse_points()
+        if keypoints is not None and len(keypoints.depths) == 0:
+            keypoints, source = None, f"no sparse point is seen by {MIN_VIEWS} training photos ({source})"
+        if self.main_rank:
+            print(f"sparse depth: {keypoints.summary()} {source}, weight {weight:g}" if keypoints is not None else
+                  f"sparse depth: off, {source}", flush=True)
+        if keypoints is None:
+            return None
+        share = distributed.share_of(KEYPOINT_BATCH) if distributed.world_size() > 1 else slice(None)
+        return KeypointBatches(keypoints, self.config.schedule.seed, share)
+
     def _start_new_run(self) -> None:
         config, schedule = self.config, self.config.schedule
         reso = N_to_reso(self.schedule.initial_voxels, self.space.grid_box)
@@ -230,8 +250,9 @@ class Trainer:
         computed Var [1] that is not read (``PendingLosses``)."""
         with stage("batch"):
             batch = next(self._batch_iter)
+            keypoints = self.keypoints.batch(self.iteration) if self.keypoints is not None else None
         mse, self.step_terms = train_step(self.model, self.optimizer, batch, self.policy, self.schedule_state,
-                                          self.schedule_state.nSamples, self._batch_jitter())
+                                          self.schedule_state.nSamples, self._batch_jitter(), keypoints)
         return mse
 
     def _batch_jitter(self) -> jt.Var | None:
