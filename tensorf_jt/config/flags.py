@@ -92,7 +92,7 @@ def config_parser() -> configargparse.ArgumentParser:
     add("--TV_weight_app", type=float, default=0.0, help="loss weight")
     add("--sparse_depth_weight", type=float, default=0.0,
         help="weight of the loss that ends each ray from a training camera to a COLMAP point its photo observes "
-             "at that point (own_data written by tools/colmap_to_transforms.py; docs/UNBOUNDED.md); 0: off")
+             "at that point (own_data written by tools/colmap_to_transforms.py; docs/CAPTURES.md); 0: off")
 
     # model
     add("--n_lamb_sigma", type=int, action="append")

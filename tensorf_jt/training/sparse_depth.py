@@ -15,11 +15,16 @@ give (``rendering.renderer.dense_weights``).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import jittor as jt
 
 from tensorf_jt.dataLoader.sparse_points import KeypointRays
 from tensorf_jt.rendering.renderer import dense_weights
+
+if TYPE_CHECKING:
+    from tensorf_jt.models import TensoRFModel
 
 # The window's width relative to the depth.
 WINDOW = 0.05
@@ -41,8 +46,9 @@ def missed_weight(z: jt.Var, weights: jt.Var, depths: jt.Var, window: float = WI
     return (missed * reach).sum() / jt.maximum(reach.sum(), 1.0)
 
 
-def sparse_depth_loss(model, rays: jt.Var, depths: jt.Var, n_samples: int, jitter: jt.Var | None) -> jt.Var:
-    """``missed_weight`` of keypoint rays [R, 6] through ``model`` (a ``TensoRFModel``)."""
+def sparse_depth_loss(model: "TensoRFModel", rays: jt.Var, depths: jt.Var, n_samples: int,
+                      jitter: jt.Var | None) -> jt.Var:
+    """``missed_weight`` of keypoint rays [R, 6] through ``model``."""
     samples, weights = dense_weights(model.field, model.sampler, model.compositing, rays, n_samples, jitter)
     return missed_weight(samples.z, weights, depths)
 
