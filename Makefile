@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast install clean-demo
+.PHONY: demo test test-fast install
 
 demo: $(STAMP)
 	$(PY) train.py --config configs/demo.txt
@@ -40,6 +40,3 @@ $(STAMP): pyproject.toml
 	for attempt in 2 3; do jittor_ready && exit 0; done; \
 	echo "Jittor failed to initialise; rerun with TENSORF_JT_VERBOSE=1"; exit 1
 	touch $@
-
-clean-demo:
-	rm -rf data/demo_scene log/tensorf_demo_VM

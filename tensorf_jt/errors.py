@@ -15,3 +15,7 @@ class DatasetError(TensorfError):
 
 class CheckpointError(TensorfError):
     """A checkpoint file cannot be read or does not describe a model we can rebuild."""
+
+
+class OutputConflict(TensorfError):
+    """An output would replace or remove a file (or fill a folder) that tensorf_jt did not write."""

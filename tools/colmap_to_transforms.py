@@ -10,6 +10,8 @@ scene box (``aabb``) and ``near_far`` fitted to the sparse points, and DIR/spars
 Images with lens distortion, or with several calibrations, are resampled once into
 DIR/images_undistorted/. The world is rotated so that the cameras' mean up direction is +z
 and moved and scaled so that the box is centred at the origin with its largest side 3.
+A later run replaces these outputs of its own; a file of the same name that this tool did not
+write (nerfstudio's transforms.json, say) is refused unless --overwrite is given.
 ``tensorf_jt/dataLoader/colmap_scene.py`` does the work; docs/CAPTURES.md walks through it.
 """
 from __future__ import annotations
@@ -30,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
                                                       "as .bin or .txt); default: found in the scene folder")
     parser.add_argument("--images", default=None, help="folder of the images the model names; default: SCENE/images")
     parser.add_argument("--out", default=None, help="output file; default: SCENE/transforms.json")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a transforms.json, sparse_points.ply or images_undistorted/ that this tool "
+                             "did not write (its own earlier outputs are replaced without it)")
     parser.add_argument("--no_normalize", action="store_true",
                         help="keep COLMAP's world frame (the box and near/far are still fitted)")
     parser.add_argument("--min_track", type=int, default=3,
@@ -45,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.min_track < 1:
             parser.error(f"--min_track must be at least 1, got {args.min_track}")
         result = convert(args.scene, args.model, args.images, args.out, normalize=not args.no_normalize,
-                         min_track=args.min_track)
+                         min_track=args.min_track, overwrite=args.overwrite)
     except TensorfError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -4,7 +4,8 @@
     python tools/make_scene.py data/scene_800 --size 800 --n_train 100 --n_test 4 --workers 16
 
 The output is the blender layout ``train.py --dataset_name blender --datadir FOLDER`` reads
-(and the original TensoRF too), the same files ``--dataset_name demo`` generates. This script
+(and the original TensoRF too), the same files ``--dataset_name demo`` generates, into a new or
+empty folder or one holding a scene it generated (any other folder is refused). This script
 never imports Jittor, so it can run beside Jittor's first compile: the scene modules are
 numpy-only and are loaded without ``tensorf_jt/__init__`` (which configures and imports Jittor).
 """
@@ -51,8 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     if demo_scene.is_generated(args.out, spec):
         print(f"{args.out}: already generated with these settings")
         return 0
+    from tensorf_jt.errors import TensorfError
+
     started = time.time()
-    demo_scene.generate(args.out, spec, workers=args.workers)
+    try:
+        demo_scene.generate(args.out, spec, workers=args.workers)
+    except TensorfError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     views = args.n_train + args.n_val + args.n_test
     print(f"{args.out}: {views} views of {args.size}x{args.size} in {time.time() - started:.1f} s "
           f"({args.workers} processes)")

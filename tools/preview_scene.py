@@ -6,7 +6,8 @@
 
 Writes DATADIR/preview.png (top and side views) and DATADIR/preview.ply (the same points and
 lines, for MeshLab, CloudCompare or Blender), and prints the one-line summary training
-prints (with the image size as loaded here: --downsample). The box should enclose the
+prints (with the image size as loaded here: --downsample). Files of those names that this tool
+did not write are refused unless --overwrite is given. The box should enclose the
 object with little room to spare, and every frustum should open towards it. The loader
 reads the scene as training would, so its errors (missing images, cameras in another
 convention) show here first.
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="draw this box instead of the scene's, as train.py's --scene_bbox")
     parser.add_argument("--pose_format", default="c2w_opengl", help="own_data only, as train.py's --pose_format")
     parser.add_argument("--out", default=None, help="output path without extension (default DATADIR/preview)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a preview.png or preview.ply that this tool did not write")
     args = parser.parse_args(argv)
 
     import numpy as np
@@ -40,13 +43,18 @@ def main(argv: list[str] | None = None) -> int:
     from tensorf_jt.dataLoader.scene_preview import (TEST_COLOUR, TRAIN_COLOUR, scene_geometry, sparse_points,
                                                      write_preview_ply, write_preview_png)
     from tensorf_jt.errors import TensorfError
+    from tensorf_jt.formats.ownership import ply_is_ours, png_is_ours, refuse_foreign_file
 
     if args.dataset_name not in dataset_dict:
         parser.error(f"--dataset_name must be one of {', '.join(dataset_dict)}")
     options = {"pose_format": args.pose_format} if args.dataset_name == "own_data" else {}
     if args.scene_bbox is not None and args.dataset_name == "own_data":
         options["scene_bbox"] = args.scene_bbox
+    out = args.out if args.out is not None else os.path.join(args.datadir, "preview")
     try:
+        if not args.overwrite:
+            for path, is_ours in ((out + ".png", png_is_ours), (out + ".ply", ply_is_ours)):
+                refuse_foreign_file(path, is_ours, "Give another --out, or pass --overwrite to replace it.")
         train = dataset_dict[args.dataset_name](args.datadir, "train", downsample=args.downsample, **options)
         test = dataset_dict[args.dataset_name](args.datadir, "test", downsample=args.downsample, **options)
         points, colours = sparse_points(train)
@@ -63,7 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     groups = [(np.asarray(split.poses) @ flip, split.intrinsics, split.img_wh, colour)
               for split, colour in ((train, TRAIN_COLOUR), (test, TEST_COLOUR))]
     geometry = scene_geometry(train.scene_bbox, groups, points, colours)
-    out = args.out if args.out is not None else os.path.join(args.datadir, "preview")
     write_preview_png(out + ".png", geometry, f"{args.datadir}: {summary}")
     write_preview_ply(out + ".ply", geometry)
     print(summary)

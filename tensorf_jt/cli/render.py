@@ -35,6 +35,7 @@ from tensorf_jt.cli import exit_process, run_cli
 from tensorf_jt.config import RunConfig, parse_run_config
 from tensorf_jt.config.flags import check_saved_flags
 from tensorf_jt.errors import ConfigError
+from tensorf_jt.formats.ownership import RENDERS_MARK, claim_folder, ply_is_ours, refuse_foreign_file
 from tensorf_jt.runtime import setup
 
 if TYPE_CHECKING:
@@ -67,15 +68,18 @@ def render_checkpoint(config: RunConfig, explicit: set[str] = frozenset(), rende
     model, ckpt = load_checkpoint(ckpt_path, config.model.model_name, explicit_ndc(config, explicit))
     if "kernels" in explicit:
         model.kernels = config.runtime.kernels
+    renders = render and config.render.renders_anything
+    if renders:
+        config = training_scene(config, ckpt, explicit)
+    folders = render_folders(config, ckpt, layout)
+    claim_outputs(config, ckpt, folders, renders)
     results = {}
     if config.render.export_mesh:
         results["mesh"] = export_checkpoint_mesh(model, ckpt_path)
-    if not (render and config.render.renders_anything):
+    if not renders:
         return results
-    config = training_scene(config, ckpt, explicit)
     data, chunk = config.data, config.render.chunk_size
     prepare_dataset(data)
-    folders = render_folders(config, ckpt, layout)
     for split, wanted in (("train", config.render.render_train), ("test", config.render.render_test)):
         if not wanted:
             continue
@@ -93,6 +97,38 @@ def render_checkpoint(config: RunConfig, explicit: set[str] = frozenset(), rende
         results["camera_path"] = render_camera_path(config, model, config.render.camera_path)
         print(f"camera path: {results['camera_path']['frames']} frames, {results['camera_path']['video']}")
     return results
+
+
+def claim_outputs(config: RunConfig, ckpt: dict, folders: dict[str, str], renders: bool) -> None:
+    """Refuse, before anything is written, outputs that would replace files this project did not
+    write: a mesh file without our PLY mark and, next to a PyTorch TensoRF checkpoint (whose
+    folder may hold that program's own renders under the same names), render folders that
+    are neither new, empty nor marked by an earlier render of ours (``RENDERS_MARK``, written
+    here first). Next to a checkpoint of ours the render folders are its run's own outputs."""
+    if config.render.export_mesh:
+        refuse_foreign_file(mesh_path(config.model.ckpt), ply_is_ours,
+                            "Move it away first; the mesh is written next to the checkpoint.")
+    own_checkpoint = "format" in ckpt or "train_args" in ckpt  # a PyTorch TensoRF checkpoint has neither
+    if not renders or own_checkpoint:
+        return
+    wanted = [folders[split] for split, flag in (("train", config.render.render_train),
+                                                  ("test", config.render.render_test),
+                                                  ("path", config.render.render_path)) if flag]
+    if config.render.camera_path:
+        wanted.append(camera_path_folder(config))
+    for folder in wanted:
+        claim_folder(folder, lambda path: os.path.isfile(os.path.join(path, RENDERS_MARK)), "renders",
+                     "Move its files away, or render a copy of the checkpoint in another folder.")
+    for folder in wanted:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, RENDERS_MARK), "w", encoding="utf-8") as mark:
+            mark.write(f"renders of {os.path.abspath(config.model.ckpt)}\n")
+
+
+def camera_path_folder(config: RunConfig) -> str:
+    """Where ``--camera_path FILE`` renders go: ``imgs_{file name}/`` next to the checkpoint."""
+    stem = os.path.splitext(os.path.basename(config.render.camera_path))[0]
+    return os.path.join(os.path.dirname(os.path.abspath(config.model.ckpt)), f"imgs_{stem}")
 
 
 def explicit_ndc(config: RunConfig, explicit: set[str]) -> bool | None:
@@ -127,8 +163,7 @@ def render_camera_path(config: RunConfig, model: TensoRFModel, path_file: str) -
     camera_path = read_camera_path(path_file)
     dataset = load_split(config.data, "train", is_stack=True)
     cameras = scene_cameras(dataset)
-    stem = os.path.splitext(os.path.basename(path_file))[0]
-    save_dir = os.path.join(os.path.dirname(os.path.abspath(config.model.ckpt)), f"imgs_{stem}")
+    save_dir = camera_path_folder(config)
     width, height = camera_path.width, camera_path.height
     frames = (cameras.rays_for_model_pose(camera.c2w, camera.fov_y, width, height) for camera in camera_path.frames)
     rendered = render_frames(model, frames, (width, height), dataset.near_far, save_dir, "camera-path videos",
@@ -173,12 +208,17 @@ def run_name(config: RunConfig, ckpt: dict) -> str:
     return stem if extension == ".th" else os.path.basename(config.model.ckpt)
 
 
+def mesh_path(ckpt_path: str) -> str:
+    """``{checkpoint without .th}.ply``, the reference's place for a checkpoint's mesh."""
+    stem, extension = os.path.splitext(ckpt_path)
+    return f"{stem if extension == '.th' else ckpt_path}.ply"
+
+
 def export_checkpoint_mesh(model: TensoRFModel, ckpt_path: str) -> dict:
     """Write the model's mesh next to its checkpoint as ``{ckpt without .th}.ply``."""
     from tensorf_jt.evaluation.mesh import export_mesh
 
-    stem, extension = os.path.splitext(ckpt_path)
-    path = f"{stem if extension == '.th' else ckpt_path}.ply"
+    path = mesh_path(ckpt_path)
     mesh = export_mesh(model, path)
     print(f"mesh: {path} ({len(mesh.vertices)} vertices, {len(mesh.faces)} faces)")
     return {"path": path, "vertices": len(mesh.vertices), "faces": len(mesh.faces)}

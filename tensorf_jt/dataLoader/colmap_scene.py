@@ -21,13 +21,17 @@ import numpy as np
 from PIL import Image as PILImage
 
 from tensorf_jt.dataLoader import scene_fit
-from tensorf_jt.dataLoader.undistort import Pinhole, shared_pinhole, undistort_images
-from tensorf_jt.errors import DatasetError
+from tensorf_jt.dataLoader.undistort import Pinhole, is_cache, shared_pinhole, undistort_images
+from tensorf_jt.errors import DatasetError, OutputConflict
 from tensorf_jt.formats.colmap import Camera, Image, Model, find_model, read_model, view_points
+from tensorf_jt.formats.ownership import (WRITTEN_BY_KEY, claim_folder, ply_is_ours, read_json_object,
+                                          refuse_foreign_file, same_file)
+from tensorf_jt.formats.file_modes import write_atomically
 from tensorf_jt.formats.ply import write_ply
 
 UNDISTORTED_DIR = "images_undistorted"  # the cache of resampled images, next to transforms.json
 POINTS_FILE = "sparse_points.ply"
+CONVERTER = "tensorf_jt colmap_to_transforms"  # the transforms file's WRITTEN_BY_KEY
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp")
 _FLIP_YZ = np.diag([1.0, -1.0, -1.0, 1.0])  # OpenCV <-> OpenGL camera axes
 _LISTED = 5  # file names quoted in a message
@@ -133,14 +137,62 @@ def fit_scene(c2w_opengl: np.ndarray, xyz: np.ndarray, track_lengths: np.ndarray
     return similarity, box, near_far, keep
 
 
+def is_our_transforms(path: str) -> bool:
+    """Whether ``path`` is a transforms file this converter wrote: its ``written_by`` key, or
+    (files of earlier versions) the converter's own ``colmap_to_world`` and ``colmap_model``."""
+    content = read_json_object(path)
+    return content is not None and (content.get(WRITTEN_BY_KEY) == CONVERTER
+                                    or ("colmap_to_world" in content and "colmap_model" in content))
+
+
+def _points_file_is_ours(path: str, transforms_path: str) -> bool:
+    """Our PLY mark, or (earlier versions wrote none) the file our transforms file names."""
+    if ply_is_ours(path):
+        return True
+    if not is_our_transforms(transforms_path):
+        return False
+    named = read_json_object(transforms_path).get("ply_file_path")
+    return isinstance(named, str) and same_file(os.path.join(os.path.dirname(transforms_path), named), path)
+
+
+def check_outputs(out_path: str, inputs: list[str], undistort_dir: str | None, images_dir: str,
+                  overwrite: bool) -> None:
+    """Refuse, before anything is written, outputs that would replace an input (always) or a file
+    the converter did not write (unless ``overwrite``): the transforms file, the sparse points
+    beside it and the folder of undistorted images (``undistort_dir``, where one is needed)."""
+    out_dir = os.path.dirname(os.path.abspath(out_path))
+    points_path = os.path.join(out_dir, POINTS_FILE)
+    for output in (out_path, points_path):
+        clash = next((path for path in inputs if same_file(path, output)), None)
+        if clash is not None:
+            raise OutputConflict(f"The output '{output}' is the input file '{clash}'; give --out a path outside the "
+                                 "capture's images and model.")
+    if undistort_dir is not None:
+        images, cache = os.path.abspath(images_dir), os.path.abspath(undistort_dir)
+        if os.path.commonpath([images, cache]) in (images, cache):
+            raise OutputConflict(f"The undistorted images would go into '{cache}', which holds or is inside the "
+                                 f"image folder '{images}'; give --out a path in another folder.")
+    if overwrite:
+        return
+    remedy = "Write the conversion elsewhere with --out (its sparse points and undistorted images go beside it), " \
+             "or pass --overwrite to replace it."
+    refuse_foreign_file(out_path, is_our_transforms, remedy)
+    refuse_foreign_file(points_path, lambda path: _points_file_is_ours(path, out_path), remedy)
+    if undistort_dir is not None:
+        claim_folder(undistort_dir, is_cache, "undistorted images", remedy)
+
+
 def convert(scene_dir: str | None = None, model_dir: str | None = None, images_dir: str | None = None,
-            out_path: str | None = None, normalize: bool = True, min_track: int = scene_fit.MIN_TRACK) -> Conversion:
+            out_path: str | None = None, normalize: bool = True, min_track: int = scene_fit.MIN_TRACK,
+            overwrite: bool = False) -> Conversion:
     """Write ``transforms.json`` (default ``scene_dir/transforms.json``) for a COLMAP reconstruction.
 
     ``scene_dir`` holds ``images/`` and the model (``sparse/0/``, ``sparse/`` or itself);
     ``model_dir``, ``images_dir`` and ``out_path`` override those places. Distorted images
     are resampled into ``images_undistorted/`` next to the output file (redone only when
-    their camera or file changes).
+    their camera or file changes). Files the converter wrote before are replaced; anything
+    else at an output's path is refused (``check_outputs``) unless ``overwrite``, and an input
+    never is.
     """
     if scene_dir is None and (model_dir is None or images_dir is None):
         raise DatasetError("Give the scene folder (holding images/ and sparse/0/), or both the model folder and the "
@@ -158,6 +210,10 @@ def convert(scene_dir: str | None = None, model_dir: str | None = None, images_d
     target = shared_pinhole(cameras)
     paths = [os.path.join(images_dir, image.name) for image in images]
     undistorted = target is not None
+    model_files = [os.path.join(model_dir, name + ext) for name in ("cameras", "images", "points3D")
+                   for ext in (".bin", ".txt")]
+    check_outputs(out_path, paths + model_files, os.path.join(out_dir, UNDISTORTED_DIR) if undistorted else None,
+                  images_dir, overwrite)
     if target is None:
         target = _pinhole_of(cameras[0])
     else:
@@ -175,6 +231,7 @@ def convert(scene_dir: str | None = None, model_dir: str | None = None, images_d
     poses = scene_fit.transform_poses(similarity, c2w_opengl)
 
     content = {
+        WRITTEN_BY_KEY: CONVERTER,
         "w": target.width, "h": target.height, "fl_x": target.fx, "fl_y": target.fy, "cx": target.cx,
         "cy": target.cy,
         "camera_angle_x": 2.0 * float(np.arctan(target.width / (2.0 * target.fx))),
@@ -201,8 +258,7 @@ def convert(scene_dir: str | None = None, model_dir: str | None = None, images_d
          "transform_matrix": pose.tolist(), "colmap_image_id": image.image_id}
         for path, pose, image in zip(paths, poses, images)]
     os.makedirs(out_dir, exist_ok=True)
-    with open(out_path, "w", encoding="utf-8") as handle:
-        json.dump(content, handle, indent=2)
+    write_atomically(out_path, json.dumps(content, indent=2).encode("utf-8"))
     if not keep.any():
         notes.append("The model has no sparse points seen by enough images: the box was fitted to where the "
                      "cameras' views overlap; check it with tools/preview_scene.py.")

@@ -22,19 +22,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import imageio.v3 as iio
 import numpy as np
 
+from tensorf_jt.errors import OutputConflict
+from tensorf_jt.formats.ownership import files_in, listed, read_json_object
 from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV, focal_from_fov, get_ray_directions
 
 SCENE_VERSION = 1
 ROOM_HALF_WIDTH, ROOM_FLOOR, ROOM_CEILING = 6.0, -0.85, 4.0
 ROOM_OBJECT_BOX = ((-1.5, -1.5, -1.5), (1.5, 1.5, 1.5))
 ROOM_NEAR_FAR = (0.5, 16.0)
-SPEC_FILE = "demo_scene.json"
+SPEC_FILE = "demo_scene.json"  # the generator's mark on a folder: written first, complete last
+_GENERATED = re.compile(r"demo_scene\.json|transforms_(train|val|test)\.json"
+                        r"|(train|val|test)/r_[0-9]+(\.png|_depth\.npy)")  # every name the generator writes
 _EPS = 1e-4
 _LIGHT = np.array([0.45, -0.35, 1.0]) / np.linalg.norm([0.45, -0.35, 1.0])
 
@@ -293,12 +298,11 @@ def render_view(spec: DemoSceneSpec, c2w_blender: np.ndarray) -> tuple[np.ndarra
     return np.concatenate([rgb, alpha[..., None]], axis=-1), depth.reshape(size, size)
 
 
-def _spec_on_disk(root: str) -> dict | None:
-    try:
-        with open(os.path.join(root, SPEC_FILE), "r", encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, json.JSONDecodeError):
-        return None
+def _marker_on_disk(root: str) -> dict | None:
+    """The generator's marker file in ``root``, or None when there is none (or a file of that
+    name that the generator did not write)."""
+    marker = read_json_object(os.path.join(root, SPEC_FILE))
+    return marker if marker is not None and "version" in marker and "supersampling" in marker else None
 
 
 def _expected_spec(spec: DemoSceneSpec) -> dict:
@@ -306,8 +310,57 @@ def _expected_spec(spec: DemoSceneSpec) -> dict:
 
 
 def is_generated(root: str, spec: DemoSceneSpec) -> bool:
-    """True when ``root`` holds a complete scene made with exactly this spec and generator version."""
-    return _spec_on_disk(root) == _expected_spec(spec)
+    """True when ``root`` holds a complete scene made with exactly this spec and generator version.
+
+    The marker says ``"complete": false`` while views are being written (markers that lack the
+    key were written last, by earlier versions, and so are complete).
+    """
+    marker = _marker_on_disk(root)
+    if marker is None or not marker.pop("complete", True):
+        return False
+    return marker == _expected_spec(spec)
+
+
+def foreign_files(root: str, limit: int | None = None) -> list[str]:
+    """Files under ``root`` whose names the generator never writes (at most ``limit``)."""
+    foreign = []
+    for name in files_in(root):
+        if not _GENERATED.fullmatch(name):
+            foreign.append(name)
+            if limit is not None and len(foreign) >= limit:
+                break
+    return foreign
+
+
+def check_writable(root: str) -> None:
+    """Refuse (``OutputConflict``, before a byte is written) a folder the scene must not go into.
+
+    Allowed: a folder that does not exist or holds no file, and one holding a scene the
+    generator wrote (its marker) and nothing else. A dataset of the user's is never touched.
+    """
+    if os.path.lexists(root) and not os.path.isdir(root):
+        raise OutputConflict(f"'{root}' is a file, not a folder for the demo scene; give --datadir a new folder.")
+    if not os.path.isdir(root):
+        return
+    marked = _marker_on_disk(root) is not None
+    foreign = foreign_files(root, limit=6) if marked else files_in(root, limit=6)
+    if foreign:
+        held = "a demo scene and files the demo generator did not write" if marked \
+            else "files the demo generator did not write"
+        raise OutputConflict(
+            f"'{root}' holds {held} ({listed(foreign)}); the generator writes the built-in scene only into a new or "
+            "empty folder, or one holding nothing but a demo scene it wrote. Give --datadir another folder (the "
+            f"default is data/demo_scene){_dataset_hint(root)}.")
+
+
+def _dataset_hint(root: str) -> str:
+    """', or ... --dataset_name X' for a folder laid out as one of the formats the loaders read."""
+    layouts = (("transforms_train.json", "blender"), ("transforms.json", "own_data"), ("poses_bounds.npy", "llff"),
+               ("intrinsics.txt", "nsvf or tankstemple"))
+    for name, dataset_name in layouts:
+        if os.path.isfile(os.path.join(root, name)):
+            return f", or train on the dataset in it with its own format: --dataset_name {dataset_name}"
+    return ""
 
 
 def _write_view(root: str, spec: DemoSceneSpec, split: str, index: int, c2w: np.ndarray) -> dict:
@@ -325,13 +378,15 @@ def _write_view(root: str, spec: DemoSceneSpec, split: str, index: int, c2w: np.
 def generate(root: str, spec: DemoSceneSpec = DemoSceneSpec(), workers: int = 1) -> str:
     """Render the scene into ``root`` (blender layout); returns ``root``.
 
-    ``workers`` > 1 renders views in that many processes (the output is the same). The spec
-    file is written last, so an interrupted run is detected and redone.
+    ``root`` must pass ``check_writable``. The marker is written first, saying the scene is
+    incomplete, and again with the finished spec last, so an interrupted run is detected and
+    redone. Views of an earlier spec that this one does not have are removed. ``workers`` > 1
+    renders views in that many processes (the output is the same).
     """
+    check_writable(root)
     os.makedirs(root, exist_ok=True)
     spec_path = os.path.join(root, SPEC_FILE)
-    if os.path.exists(spec_path):
-        os.remove(spec_path)
+    _write_json(spec_path, {**_expected_spec(spec), "complete": False})
     jobs = []
     for split, positions in camera_positions(spec).items():
         os.makedirs(os.path.join(root, split), exist_ok=True)
@@ -341,20 +396,33 @@ def generate(root: str, spec: DemoSceneSpec = DemoSceneSpec(), workers: int = 1)
             frames = list(pool.map(_write_view, *zip(*jobs)))
     else:
         frames = [_write_view(*job) for job in jobs]
+    written = {SPEC_FILE}
     for split in camera_positions(spec):
         split_frames = [frame for job, frame in zip(jobs, frames) if job[2] == split]
         meta = {"camera_angle_x": spec.camera_angle_x, "frames": split_frames}
         if spec.room:
             meta.update(aabb=[list(corner) for corner in ROOM_OBJECT_BOX], near_far=list(ROOM_NEAR_FAR), unbounded=True)
-        with open(os.path.join(root, f"transforms_{split}.json"), "w", encoding="utf-8") as handle:
-            json.dump(meta, handle, indent=2)
-    with open(spec_path, "w", encoding="utf-8") as handle:
-        json.dump(_expected_spec(spec), handle, indent=2)
+        _write_json(os.path.join(root, f"transforms_{split}.json"), meta)
+        written.add(f"transforms_{split}.json")
+        for frame in split_frames:
+            written.update(path[2:] + suffix for path, suffix in
+                           ((frame["file_path"], ".png"), (frame.get("depth_path", ""), "")) if path)
+    for stale in set(files_in(root)) - written:  # only the generator's own names are left (check_writable)
+        os.remove(os.path.join(root, stale))
+    _write_json(spec_path, _expected_spec(spec))
     return root
 
 
+def _write_json(path: str, content: dict) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(content, handle, indent=2)
+
+
 def ensure_generated(root: str, spec: DemoSceneSpec = DemoSceneSpec()) -> bool:
-    """Generate the scene into ``root`` unless it is already there; True if it was generated."""
+    """Generate the scene into ``root`` unless it is already there; True if it was generated.
+
+    A folder that ``check_writable`` refuses raises ``OutputConflict``, whatever it holds.
+    """
     if is_generated(root, spec):
         return False
     generate(root, spec)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensorf_jt.formats.ownership import png_mark
 from tensorf_jt.formats.ply import read_ply_points, write_ply
 
 BOX_COLOUR = (220, 40, 40)
@@ -116,7 +117,7 @@ def write_preview_png(path: str, geometry: SceneGeometry, title: str) -> None:
     figure.suptitle(title + "\nred: scene box, blue: training cameras, orange: test cameras, dots: sparse points",
                     fontsize=9)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, metadata=png_mark())
     plt.close(figure)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from tensorf_jt.errors import DatasetError
 from tensorf_jt.formats.colmap import Camera
+from tensorf_jt.formats.ownership import read_json_object
 
 STAMP_FILE = "undistort.json"
 
@@ -134,30 +135,33 @@ def resample(image: np.ndarray, maps: tuple[np.ndarray, np.ndarray]) -> np.ndarr
     return cv2.remap(image, maps[0], maps[1], interpolation=cv2.INTER_LANCZOS4, borderMode=cv2.BORDER_REPLICATE)
 
 
+def is_cache(folder: str) -> bool:
+    """Whether ``folder`` is a cache ``undistort_images`` wrote: it holds the stamp file."""
+    stamp = read_json_object(os.path.join(folder, STAMP_FILE))
+    return stamp is not None and "target" in stamp and "cameras" in stamp
+
+
 def undistort_images(jobs: list[tuple[str, str, Camera]], target: Pinhole, cache_dir: str) -> list[str]:
     """Resample ``(image path, name, its camera)`` into ``cache_dir``/name (as .png); returns the new paths.
 
     ``name`` is the image's name in the COLMAP model (it may hold sub-folders). An image whose
     cached PNG is newer than it and was made for the same cameras (the stamp file) is not
-    redone. Images are processed in threads (OpenCV releases the GIL); each camera's maps are
-    built once.
+    redone. The stamp is written first, marked incomplete (it marks the folder as this cache,
+    ``is_cache``), and again once every image is done. Images are processed in threads
+    (OpenCV releases the GIL); each camera's maps are built once.
     """
     cv2 = _import_cv2()
     os.makedirs(cache_dir, exist_ok=True)
     stamp_path = os.path.join(cache_dir, STAMP_FILE)
     stamp = {"target": asdict(target),
              "cameras": {str(c.camera_id): [c.model, c.width, c.height, list(c.params)] for _, _, c in jobs}}
-    try:
-        with open(stamp_path, "r", encoding="utf-8") as handle:
-            fresh = json.load(handle) == stamp
-    except (OSError, json.JSONDecodeError):
-        fresh = False
-    if os.path.exists(stamp_path):
-        os.remove(stamp_path)  # rewritten once every image is done
+    previous = read_json_object(stamp_path)
+    fresh = previous is not None and previous.pop("complete", True) is True and previous == stamp
     outputs = [os.path.join(cache_dir, os.path.splitext(name)[0] + ".png") for _, name, _ in jobs]
     if len(set(outputs)) != len(outputs):
         raise DatasetError("Two images differ only in their extension (e.g. a.jpg and a.png); rename one, as their "
                            f"undistorted copies in '{cache_dir}' would overwrite each other.")
+    _write_stamp(stamp_path, {**stamp, "complete": False})
     maps = {camera.camera_id: remap_table(target, camera) for _, _, camera in jobs}
 
     def work(job: tuple[tuple[str, str, Camera], str]) -> None:
@@ -170,6 +174,10 @@ def undistort_images(jobs: list[tuple[str, str, Camera]], target: Pinhole, cache
 
     with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
         list(pool.map(work, zip(jobs, outputs)))
-    with open(stamp_path, "w", encoding="utf-8") as handle:
-        json.dump(stamp, handle, indent=1)
+    _write_stamp(stamp_path, stamp)
     return outputs
+
+
+def _write_stamp(path: str, stamp: dict) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(stamp, handle, indent=1)

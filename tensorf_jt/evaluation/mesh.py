@@ -17,6 +17,7 @@ import jittor as jt
 from skimage import measure
 
 from tensorf_jt.errors import CheckpointError
+from tensorf_jt.formats.ownership import PLY_COMMENT
 from tensorf_jt.models import TensoRFModel
 
 LEVEL = 0.005  # the reference's iso-level on alpha
@@ -91,7 +92,7 @@ def write_ply(path: str, vertices: np.ndarray, faces: np.ndarray, colors: np.nda
     header = "\n".join([
         "ply",
         "format binary_little_endian 1.0",
-        "comment written by tensorf_jt",
+        PLY_COMMENT,
         f"element vertex {len(vertices)}",
         "property float x",
         "property float y",

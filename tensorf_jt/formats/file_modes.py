@@ -1,4 +1,4 @@
-"""Permissions for the files written through a temporary file and a rename.
+"""Files written through a temporary file and a rename (``write_atomically``), and their permissions.
 
 ``tempfile.mkstemp`` creates its file with mode 0600 whatever the umask, so a checkpoint
 written that way and renamed into place would be readable by its owner only. Such files are
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 import threading
 
 _UMASK_LOCK = threading.Lock()
@@ -55,3 +56,17 @@ def share_like_open(temporary: str, path: str) -> None:
         os.chmod(temporary, replacement_mode(path))
     except OSError:
         pass
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename, so the
+    file is complete or absent (never truncated), with the mode ``open`` would give it."""
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        share_like_open(temporary, path)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorf_jt.errors import DatasetError
+from tensorf_jt.formats.ownership import PLY_COMMENT
 
 _VERTEX = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("red", "u1"), ("green", "u1"), ("blue", "u1")])
 _EDGE = np.dtype([("vertex1", "<i4"), ("vertex2", "<i4"), ("red", "u1"), ("green", "u1"), ("blue", "u1")])
@@ -25,7 +26,7 @@ def write_ply(path: str, points: np.ndarray, colors: np.ndarray, edges: np.ndarr
         vertices[name] = np.asarray(points, dtype=np.float64)[:, axis]
     for axis, name in enumerate(("red", "green", "blue")):
         vertices[name] = np.asarray(colors)[:, axis]
-    header = ["ply", "format binary_little_endian 1.0", f"element vertex {len(vertices)}",
+    header = ["ply", "format binary_little_endian 1.0", PLY_COMMENT, f"element vertex {len(vertices)}",
               "property float x", "property float y", "property float z",
               "property uchar red", "property uchar green", "property uchar blue"]
     lines = None

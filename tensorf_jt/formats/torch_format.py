@@ -61,6 +61,7 @@ _STORAGE_NAMES = {dtype: name for name, dtype in STORAGE_DTYPES.items()}
 # What torch.save writes: entries aligned to 64 bytes, format version 3 (torch >= 1.6).
 _ALIGNMENT = 64
 _ARCHIVE_NAME = "archive"
+ARCHIVE_COMMENT = b"written by tensorf_jt"
 
 
 def is_torch_checkpoint(path: str) -> bool:
@@ -69,6 +70,16 @@ def is_torch_checkpoint(path: str) -> bool:
     with open(path, "rb") as handle:
         head = handle.read(len(LEGACY_MAGIC))
     return head.startswith(ZIP_MAGIC) or head == LEGACY_MAGIC
+
+
+def written_by_us(path: str) -> bool:
+    """Whether ``path`` is a zip archive that ``save_torch_checkpoint`` wrote (its comment,
+    which ``torch.load`` ignores, carries ``ARCHIVE_COMMENT``)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.comment == ARCHIVE_COMMENT
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
 
 
 # --------------------------------------------------------------------- reading
@@ -378,6 +389,7 @@ def save_torch_checkpoint(obj, path: str) -> None:
     try:
         share_like_open(temporary, path)
         with zipfile.ZipFile(temporary, "w", compression=zipfile.ZIP_STORED) as archive:
+            archive.comment = ARCHIVE_COMMENT
             _aligned_entry(archive, f"{_ARCHIVE_NAME}/data.pkl", data)
             _aligned_entry(archive, f"{_ARCHIVE_NAME}/.format_version", b"1")
             _aligned_entry(archive, f"{_ARCHIVE_NAME}/.storage_alignment", str(_ALIGNMENT).encode("ascii"))

@@ -28,6 +28,11 @@ COLUMNS = ("iteration", "wall_time_s", "mse", "train_psnr", "test_psnr", "lr_gri
            "grid_size", "n_rays", "event")
 
 
+def is_run_folder(folder: str) -> bool:
+    """Whether ``folder`` holds a training run of this project: the log every run writes first."""
+    return os.path.isfile(os.path.join(folder, CSV_NAME))
+
+
 def run_folder(output: OutputConfig, folder: str | None, create: bool) -> str:
     """The run's folder: ``folder``, or ``basedir/expname`` (with a timestamp for
     ``add_timestamp``); ``create`` makes it with its ``imgs_vis/``."""

@@ -27,6 +27,7 @@ import numpy as np
 
 from tensorf_jt.dataLoader.scene_preview import box_edges
 from tensorf_jt.errors import ConfigError
+from tensorf_jt.formats.ownership import unused_path
 from tensorf_jt.rendering.rays import camera_rays
 from tensorf_jt.viewer.keyframes import PathCamera, interpolate, write_camera_path
 from tensorf_jt.viewer.cameras import (SceneCameras, ViewerCamera, camera_from_viser, quaternion_from_matrix)
@@ -266,7 +267,7 @@ class Viewer:
         import imageio.v3 as iio
 
         os.makedirs(self.output_dir, exist_ok=True)
-        path = os.path.join(self.output_dir, f"view_{time.strftime('%Y%m%d-%H%M%S')}_{output.lower()}.png")
+        path = unused_path(os.path.join(self.output_dir, f"view_{time.strftime('%Y%m%d-%H%M%S')}_{output.lower()}.png"))
         iio.imwrite(path, frame)
         view.client.add_notification("View saved", path, auto_close_seconds=6)
 
@@ -325,7 +326,7 @@ class Viewer:
             return
         camera = self._current_camera(view)  # known: keyframes were taken from it
         os.makedirs(self.output_dir, exist_ok=True)
-        path = os.path.join(self.output_dir, f"camera_path_{time.strftime('%Y%m%d-%H%M%S')}.json")
+        path = unused_path(os.path.join(self.output_dir, f"camera_path_{time.strftime('%Y%m%d-%H%M%S')}.json"))
         write_camera_path(path, keyframes, camera.width, camera.height, float(view.gui["fps"].value),
                           float(view.gui["seconds"].value))
         view.gui["path_note"].content = (f"Saved `{path}`. Render it with:\n\n"
