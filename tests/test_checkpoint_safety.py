@@ -120,23 +120,37 @@ def good():
     (lambda c: dict(c, kwargs=dict(c["kwargs"], step_ratio=float("nan"))), "step_ratio should be a finite number"),
     (lambda c: dict(c, kwargs=dict(c["kwargs"], shadingMode=3)), "shadingMode should be text"),
     (lambda c: dict(c, kwargs=dict(c["kwargs"], shadingMode="SH", app_dim=5)), "SH needs data_dim_color = 27"),
-    (lambda c: dict(c, kwargs=dict(c["kwargs"], colour="red")), "kwargs do not fit a TensorVMSplit"),
+    (lambda c: dict(c, kwargs=dict(c["kwargs"], colour="red")), "kwargs has 'colour', which no TensoRF model takes"),
+    (lambda c: dict(c, kwargs=dict(c["kwargs"], alphaMask=5)), "kwargs has 'alphaMask', which no TensoRF model"),
     (lambda c: dict(c, state_dict=[1, 2]), "'state_dict' should be a dict of tensors, found list"),
     (lambda c: dict(c, state_dict=dict(c["state_dict"], basis_mat=7)), "state_dict entry 'basis_mat' should be"),
     (lambda c: dict(c, **{"alphaMask.shape": (1, 1, 100000, 100000, 100000)}), "alphaMask.shape"),
     (lambda c: {k: v for k, v in c.items() if k != "alphaMask.mask"}, "incomplete alpha mask: alphaMask.mask"),
     (lambda c: dict(c, **{"alphaMask.mask": np.zeros(3, np.uint8)}), "alphaMask.mask should hold 64 packed bytes"),
-    (lambda c: dict(c, model_name=["TensorVMSplit"]), r"holds a \['TensorVMSplit'\] model; this build supports"),
+    (lambda c: dict(c, model_name=["TensorVMSplit"]), r"'model_name' should be text, found \['TensorVMSplit'\]"),
+    (lambda c: dict(c, model_name="TensorXY"), r"holds a 'TensorXY' model; this build supports"),
+    (lambda c: dict(c, kernels=np.array([1, 2])), r"'kernels' should be text, found \[1, 2\]"),
+    (lambda c: dict(c, kernels="fast"), r"'kernels' is 'fast', not one of fused, reference"),
+    (lambda c: dict(c, format=1), r"'format' should be text, found 1"),
+    (lambda c: dict(c, train_args=[("n_iters", 5)]), r"'train_args' should be a dict of the run's flags"),
     (lambda c: dict(c, kwargs=dict(c["kwargs"], scene_contraction=np.array([1, 2]), foreground_aabb=[[0] * 3, [1] * 3])),
      r"scene_contraction should be 'inf', found \[1, 2\]"),
 ], ids=["kwargs not a dict", "empty", "huge grid", "two axes", "text grid", "huge components", "flat box",
         "negative width", "near after far", "nan step", "numeric shading", "SH width", "unknown kwarg",
-        "state_dict list", "number tensor", "huge alpha mask", "alpha mask half missing", "short alpha bits",
-        "model name list", "contraction array"])
+        "constructor-only kwarg", "state_dict list", "number tensor", "huge alpha mask", "alpha mask half missing",
+        "short alpha bits", "model name list", "unknown model", "kernels array", "unknown kernels", "format number",
+        "train_args list", "contraction array"])
 def test_malformed_checkpoints_are_refused_with_the_key_named(tmp_path, good, edit, message):
     path = written(tmp_path, edit(good))
     with pytest.raises(CheckpointError, match=message):
         load_checkpoint(path)
+
+
+def test_an_entry_tensorf_jt_does_not_read_is_named_in_a_warning(tmp_path, good):
+    path = written(tmp_path, dict(good, optimizer={"lr": 0.02}))
+    with pytest.warns(UserWarning, match=r"holds 'optimizer', which tensorf_jt does not read; it is ignored"):
+        model, _ = load_checkpoint(path)
+    assert model.model_name == good["model_name"]
 
 
 def test_a_grid_the_file_does_not_hold_is_refused_before_it_is_allocated(tmp_path, good):

@@ -1,7 +1,7 @@
 """Whatever train.py accepts, render.py reads back: training at each bounded flag's extreme values.
 
-The bounds are the checkpoint reader's (tensorf_jt/formats/checkpoint_checks.py), which the flag
-parser enforces too; a run at a bound must write a checkpoint that renders. Bounds too large to
+The bounds are the configuration's (tensorf_jt/config/limits.py), which the flag parser and the
+checkpoint readers both enforce; a run at a bound must write a checkpoint that renders. Bounds too large to
 train in a test (a 65536-wide MLP layer, 2^31 voxels) are trained at the largest size that fits.
 """
 import math
@@ -11,7 +11,7 @@ import pytest
 
 from tensorf_jt.cli.render import main as render_main
 from tensorf_jt.cli.train import main as train_main
-from tensorf_jt.formats import checkpoint_checks as limits
+from tensorf_jt.config import limits
 
 TINY = ["--config", "configs/demo.txt", "--dataset_name", "blender", "--n_iters", "3", "--batch_size", "64",
         "--N_voxel_init", "4096", "--N_voxel_final", "8000", "--upsamp_list", "1", "--update_AlphaMask_list", "2",

@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Tuple
 
+from tensorf_jt.config.limits import (MAX_COMPONENTS, MAX_ENCODING_FREQUENCIES, MAX_IMPORTANCE_SAMPLES, MAX_VOXELS,
+                                      MAX_WIDTH)
 from tensorf_jt.errors import ConfigError
 from tensorf_jt.kernels import check_kernels
 
@@ -339,18 +341,16 @@ def _validate(config: RunConfig) -> None:
 
 
 def _check_reader_limits(model: ModelConfig, schedule: ScheduleConfig) -> None:
-    """Refuse sizes above what the checkpoint readers accept (``formats.checkpoint_checks``), so
-    that every run train.py starts writes files that render.py, view.py and --resume read back."""
-    from tensorf_jt.formats import checkpoint_checks as limits
-
-    bounds = [("importance_samples", model.importance_samples, 0, limits.MAX_IMPORTANCE_SAMPLES),
-              ("data_dim_color", model.data_dim_color, 1, limits.MAX_WIDTH),
-              ("featureC", model.featureC, 1, limits.MAX_WIDTH),
-              ("N_voxel_final", schedule.N_voxel_final, 1, limits.MAX_VOXELS)]
-    bounds += [(name, getattr(model, name), 0, limits.MAX_ENCODING_FREQUENCIES)
+    """Refuse sizes above what the checkpoint readers accept (``config.limits``), so that every
+    run train.py starts writes files that render.py, view.py and --resume read back."""
+    bounds = [("importance_samples", model.importance_samples, 0, MAX_IMPORTANCE_SAMPLES),
+              ("data_dim_color", model.data_dim_color, 1, MAX_WIDTH),
+              ("featureC", model.featureC, 1, MAX_WIDTH),
+              ("N_voxel_final", schedule.N_voxel_final, 1, MAX_VOXELS)]
+    bounds += [(name, getattr(model, name), 0, MAX_ENCODING_FREQUENCIES)
                for name in ("pos_pe", "view_pe", "fea_pe")]
     for name in ("n_lamb_sigma", "n_lamb_sh"):
-        bounds += [(name, count, 1, limits.MAX_COMPONENTS) for count in getattr(model, name) or ()]
+        bounds += [(name, count, 1, MAX_COMPONENTS) for count in getattr(model, name) or ()]
     for name, value, low, high in bounds:
         if not low <= value <= high:
             raise ConfigError(f"{name} must be between {low} and {high:,} (the most a checkpoint can hold), "

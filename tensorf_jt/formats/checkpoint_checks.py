@@ -6,25 +6,25 @@ first and anything that does not fit is refused with a ``CheckpointError`` namin
 a wrong type would otherwise end in a traceback deep inside the model, and a grid size
 nobody trains (100000^3 voxels) in an allocation that takes the machine down.
 
-The size limits are far above any trained TensoRF (lego ends at 299^3 voxels, Tanks and
-Temples at ~640^3) and at what the kernels can address: they index voxels with 32-bit ints.
+The size limits are the configuration's (``config.limits``). Every kwarg is one the models
+take (``KNOWN_KWARGS``; the reference loader's ``device`` is dropped with a warning) and every
+top-level entry has its type, so a damaged or hand-edited file is one line naming its key.
 """
 from __future__ import annotations
 
 import math
 import reprlib
+import warnings
 
 import numpy as np
 
+from tensorf_jt.config.limits import (MAX_COMPONENTS, MAX_ENCODING_FREQUENCIES, MAX_IMPORTANCE_SAMPLES, MAX_VOXELS,
+                                      MAX_WIDTH)
 from tensorf_jt.errors import CheckpointError
 from tensorf_jt.kernels import KERNELS
 
-MAX_VOXELS = 2 ** 31 - 1  # grid and alpha-mask voxels (the kernels' int32 indices)
-MAX_COMPONENTS = 4096  # per axis, density or appearance
-MAX_IMPORTANCE_SAMPLES = 4096  # samples per ray of an unbounded model's second pass
-MAX_WIDTH = 65536  # app_dim, featureC
-MAX_ENCODING_FREQUENCIES = 64  # pos_pe, view_pe, fea_pe
-
+_TOP_LEVEL_TEXT = ("format", "model_name", "kernels")
+_TOP_LEVEL = ("kwargs", "state_dict", "train_args", *_TOP_LEVEL_TEXT)
 _FLOAT_KWARGS = ("density_shift", "alphaMask_thres", "distance_scale", "rayMarch_weight_thres", "step_ratio")
 _POSITIVE_FLOAT_KWARGS = ("distance_scale", "step_ratio")
 _TEXT_KWARGS = ("shadingMode", "fea2denseAct")
@@ -95,6 +95,15 @@ def excerpt(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def known_kwargs() -> frozenset[str]:
+    """The kwargs a model is rebuilt from: the reference's ``get_kwargs`` keys and our samplers' and
+    compositing route's (``models.factory``)."""
+    from tensorf_jt.models.factory import COMPOSITING_KEYS, ROUTE_KEYS, SAMPLER_KEYS
+    from tensorf_jt.models.tensorf_model import REFERENCE_KWARGS
+
+    return frozenset((*REFERENCE_KWARGS, *SAMPLER_KEYS, *COMPOSITING_KEYS, *ROUTE_KEYS))
+
+
 def check_model_kwargs(kwargs, source: str) -> None:
     """The constructor arguments ``kwargs``: each known key of the right type and a plausible size."""
     from tensorf_jt.models.shading import SHADING_MODES
@@ -105,6 +114,11 @@ def check_model_kwargs(kwargs, source: str) -> None:
     missing = [key for key in ("aabb", "gridSize") if key not in kwargs]
     if missing:
         raise CheckpointError(f"{source}: 'kwargs' lacks {', '.join(missing)}.")
+    unknown = [key for key in kwargs if key not in known_kwargs()]
+    if unknown:
+        raise CheckpointError(f"{source}: kwargs has {', '.join(excerpt(key) for key in unknown[:5])}, which no "
+                              "TensoRF model takes: the file was changed by hand or written by another program. "
+                              "Use an intact copy, or remove the key.")
     where = f"{source}: kwargs"
     _box(kwargs["aabb"], f"{where}.aabb")
     grid = _integers(kwargs["gridSize"], 3, f"{where}.gridSize", 2, MAX_VOXELS)
@@ -232,8 +246,18 @@ def check_checkpoint(ckpt, source: str) -> None:
     """Refuse a checkpoint dict whose model cannot be rebuilt: see the module's docstring."""
     if not isinstance(ckpt, dict) or "kwargs" not in ckpt or "state_dict" not in ckpt:
         raise CheckpointError(f"{source} is not a TensoRF checkpoint: it lacks 'kwargs' and 'state_dict'.")
+    for key in _TOP_LEVEL_TEXT:
+        if key in ckpt and not isinstance(ckpt[key], str):
+            raise CheckpointError(f"{source}: '{key}' should be text, found {excerpt(ckpt[key])}.")
+    if "train_args" in ckpt and not isinstance(ckpt["train_args"], dict):
+        raise CheckpointError(f"{source}: 'train_args' should be a dict of the run's flags, found "
+                              f"{excerpt(ckpt['train_args'])}.")
     check_model_kwargs(ckpt["kwargs"], source)
     if ckpt.get("kernels", KERNELS[0]) not in KERNELS:
         raise CheckpointError(f"{source}: 'kernels' is {excerpt(ckpt['kernels'])}, not one of {', '.join(KERNELS)}.")
     check_state_dict(ckpt["state_dict"], source)
     check_alpha_mask(ckpt, source)
+    ignored = [key for key in ckpt if key not in _TOP_LEVEL and key not in _ALPHA_MASK_KEYS]
+    if ignored:
+        warnings.warn(f"{source} holds {', '.join(excerpt(key) for key in ignored[:5])}, which tensorf_jt does not "
+                      "read; it is ignored.", stacklevel=2)

@@ -31,7 +31,8 @@ import jittor as jt
 
 from tensorf_jt.errors import CheckpointError, ConfigError
 from tensorf_jt.formats.checkpoint import checkpoint_dict, read_pickled
-from tensorf_jt.formats.checkpoint_checks import MAX_VOXELS, excerpt, is_tensor
+from tensorf_jt.config.limits import MAX_VOXELS
+from tensorf_jt.formats.checkpoint_checks import excerpt, is_tensor
 from tensorf_jt.models import TensoRFModel
 from tensorf_jt.models.tensor_base import TensorBase
 from tensorf_jt.training.optimizer import TorchAdam
