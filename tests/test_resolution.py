@@ -57,13 +57,13 @@ def test_a_run_saved_before_grids_were_capped_goes_on_uncapped(small_room, tmp_p
     import signal
     from test_resume import stop_with_signal_after
     from tensorf_jt.cli.train import main
-    from tensorf_jt.training import trainer as trainer_module
+    from tensorf_jt.training import resolution
 
     argv = ["--config", "configs/demo_room.txt", "--dataset_name", "own_data", "--datadir", small_room,
             "--basedir", str(tmp_path), "--expname", "old", "--n_iters", "4", "--batch_size", "256",
             "--N_voxel_init", "512000", "--N_voxel_final", "1000000", "--upsamp_list", "3",
             "--update_AlphaMask_list", "2", "--N_vis", "0", "--render_test", "0", "--tensorboard", "0"]
-    monkeypatch.setattr(trainer_module, "grid_cap", lambda space, dataset: None)  # the code before the cap
+    monkeypatch.setattr(resolution, "grid_cap", lambda space, dataset: None)  # the code before the cap
     stop_with_signal_after(monkeypatch, 2, signal.SIGTERM)
     assert main(argv) == 128 + signal.SIGTERM
     monkeypatch.undo()

@@ -91,6 +91,16 @@ def broadcast(variables: list[jt.Var]) -> None:
     jt.sync(variables)
 
 
+def broadcast_model(model) -> None:
+    """Give every rank rank 0's parameters and alpha grid of ``model`` (a ``TensoRFModel``)."""
+    if world_size() == 1:
+        return
+    variables = list(model.field.state_dict().values())
+    if model.alphaMask is not None:
+        variables.append(model.alphaMask.alpha_volume)
+    broadcast(variables)
+
+
 def broadcast_array(array: np.ndarray) -> np.ndarray:
     """Rank 0's copy of a host array (same shape and dtype on every rank)."""
     if not jt.in_mpi:

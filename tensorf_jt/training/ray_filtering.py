@@ -29,6 +29,15 @@ def ray_batches(dataset, batch_size: int, seed: int, keep: np.ndarray | None) ->
                            part=(distributed.rank(), distributed.world_size()))
 
 
+def batch_jitter(model: TensoRFModel, batches: RayBatchDataset, perturb: bool, n_samples: int) -> jt.Var | None:
+    """Under MPI, this rank's share of a batch's per-ray jitter, drawn for the whole batch so that
+    the shares are the numbers one process would draw; None (the model draws) otherwise."""
+    sampler = model.sampler
+    if distributed.world_size() == 1 or not perturb or not sampler.jitter_per_ray:
+        return None
+    return sampler.draw_jitter(batches.rays_per_batch, n_samples)[batches.share]
+
+
 def kept_ray_ids(hit: np.ndarray, ray_ids: np.ndarray | None = None) -> np.ndarray:
     """The numbers of the rays ``hit`` marks (``ray_ids[i]`` for mark i; i itself for None).
     If none is marked, all are kept and a warning says so, as the reference's filter does

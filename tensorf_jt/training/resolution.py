@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tensorf_jt.rendering.contraction import MODEL_BOX
+from tensorf_jt.training.schedules import ScheduleState, TrainingSchedule
 
 if TYPE_CHECKING:
+    from tensorf_jt.config import ScheduleConfig
     from tensorf_jt.dataLoader.views import ViewDataset
     from tensorf_jt.models.factory import SceneSpace
 
@@ -50,3 +52,27 @@ def grid_cap(space: SceneSpace, dataset: ViewDataset) -> int | None:
         return None
     centre = np.asarray(space.foreground, np.float64).reshape(2, 3).mean(0)
     return resolvable_voxels(space.foreground, pixel_footprint(dataset.camera_poses, dataset.intrinsics, centre))
+
+
+def capped_schedule(config: ScheduleConfig, space: SceneSpace, dataset: ViewDataset, speaks: bool) -> TrainingSchedule:
+    """The run's grid schedule, its final grid capped at ``grid_cap``; ``speaks``: this process
+    says so when the cap acts (the first rank)."""
+    cap = grid_cap(space, dataset)
+    if speaks and cap is not None and cap < config.N_voxel_final:
+        print(f"grid: at most {cap:,} voxels (N_voxel_final {config.N_voxel_final:,}): a finer foreground voxel "
+              "would be smaller than a training pixel at the object", flush=True)
+    return TrainingSchedule.from_config(config, cap)
+
+
+def resumed_schedule(schedule: TrainingSchedule, config: ScheduleConfig, space: SceneSpace, dataset: ViewDataset,
+                     state: ScheduleState, speaks: bool) -> TrainingSchedule:
+    """``schedule`` (``capped_schedule``'s) for a resumed run, uncapped when the saved run (trained
+    before grids were capped) is already finer than the cap: it goes on as it began rather than
+    shrink its grid."""
+    cap = grid_cap(space, dataset)
+    if cap is None or int(np.prod(state.reso_cur)) <= cap:
+        return schedule
+    if speaks:
+        print(f"grid: the saved run's grid {list(state.reso_cur)} is finer than the {cap:,} voxels its photos "
+              "resolve; it goes on uncapped, as it began", flush=True)
+    return TrainingSchedule.from_config(config)

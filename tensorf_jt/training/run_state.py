@@ -1,5 +1,5 @@
-"""Where a run stands besides its tensors: its grid events, the PSNRs its progress shows, and the
-losses of its last steps, not yet read.
+"""Where a run stands besides its tensors: its grid events, the PSNRs its progress shows, the
+losses of its last steps, not yet read, and what a finished run reports (``TrainResult``).
 
 ``RunProgress`` is kept in a training state's ``log`` part (with the training log's rows and
 the time spent), so that a resumed run continues its log and its progress display where they
@@ -12,6 +12,23 @@ from dataclasses import dataclass, field
 import jittor as jt
 
 from tensorf_jt.runtime import distributed
+
+
+@dataclass
+class TrainResult:
+    """``iterations``: completed; ``stopped_by_signal``: the signal that stopped the run early, if any."""
+
+    logfolder: str
+    checkpoint: str
+    state: str
+    iterations: int
+    wall_time_s: float
+    seconds_per_iter_median: float
+    peak_rss_mb: float
+    final_train_psnr: float
+    test_metrics: dict | None = None
+    events: list = field(default_factory=list)
+    stopped_by_signal: int | None = None
 
 
 @dataclass

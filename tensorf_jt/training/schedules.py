@@ -14,7 +14,7 @@ import numpy as np
 from tensorf_jt.rendering.torch_numerics import linspace_f32
 
 if TYPE_CHECKING:
-    from tensorf_jt.config import ScheduleConfig
+    from tensorf_jt.config import RenderConfig, RunConfig, ScheduleConfig
 
 
 def N_to_reso(n_voxels: int, bbox) -> list[int]:
@@ -119,3 +119,19 @@ class ScheduleState:
                    nSamples=int(saved["nSamples"]), L1_reg_weight=saved["L1_reg_weight"],
                    TV_weight_density=saved["TV_weight_density"], TV_weight_app=saved["TV_weight_app"],
                    lr_scale=saved["lr_scale"])
+
+
+def renders_test_views_after(render: RenderConfig, iteration: int) -> bool:
+    """Whether the periodic test renders (``--N_vis``, ``--vis_every``) follow ``iteration``."""
+    return render.N_vis != 0 and iteration % render.vis_every == render.vis_every - 1
+
+
+def reads_losses_after(config: RunConfig, schedule: TrainingSchedule, iteration: int) -> bool:
+    """Whether a run reads its steps' losses after ``iteration``: to log them, and before anything
+    that must start from finite parameters (test renders, grid events). The same answer on
+    every MPI rank, since they agree on stopping there. Snapshots read them too."""
+    output = config.output
+    return (iteration % output.progress_refresh_rate == 0
+            or (output.tensorboard and iteration % output.tensorboard_every == 0)
+            or renders_test_views_after(config.render, iteration)
+            or schedule.updates_alpha_mask(iteration) or schedule.upsamples(iteration))

@@ -20,10 +20,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import jittor as jt
 
-from tensorf_jt.dataLoader.sparse_points import KeypointRays
+from tensorf_jt.dataLoader.sparse_points import MIN_VIEWS, KeypointRays
 from tensorf_jt.rendering.renderer import dense_weights
+from tensorf_jt.runtime import distributed
 
 if TYPE_CHECKING:
+    from tensorf_jt.config import ScheduleConfig
+    from tensorf_jt.dataLoader.views import ViewDataset
     from tensorf_jt.models import TensoRFModel
 
 # The window's width relative to the depth.
@@ -65,3 +68,21 @@ class KeypointBatches:
         rows = np.random.default_rng([self.seed, int(iteration)]).integers(0, len(self.keypoints.depths), BATCH)
         rows = rows[self.share]
         return jt.array(self.keypoints.rays[rows]), jt.array(self.keypoints.depths[rows])
+
+
+def keypoint_batches(schedule: ScheduleConfig, dataset: ViewDataset, speaks: bool) -> KeypointBatches | None:
+    """The loss's rays for a run, where ``sparse_depth_weight`` asks for them and ``dataset`` (the
+    training split) has sparse points; ``speaks``: this process says which (the first rank)."""
+    weight = schedule.sparse_depth_weight
+    if weight <= 0:
+        return None
+    keypoints, source = dataset.sparse_points()
+    if keypoints is not None and len(keypoints.depths) == 0:
+        keypoints, source = None, f"no sparse point is seen by {MIN_VIEWS} training photos ({source})"
+    if speaks:
+        print(f"sparse depth: {keypoints.summary()} {source}, weight {weight:g}" if keypoints is not None else
+              f"sparse depth: off, {source}", flush=True)
+    if keypoints is None:
+        return None
+    share = distributed.share_of(BATCH) if distributed.world_size() > 1 else slice(None)
+    return KeypointBatches(keypoints, schedule.seed, share)

@@ -18,7 +18,6 @@ import statistics
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 import jittor as jt
@@ -27,7 +26,6 @@ from tqdm.auto import tqdm
 from tensorf_jt.config import RunConfig, require_for_training
 from tensorf_jt.dataLoader import load_split, prepare_dataset
 from tensorf_jt.dataLoader.scene_fit import scene_summary
-from tensorf_jt.dataLoader.sparse_points import MIN_VIEWS
 from tensorf_jt.errors import CheckpointError
 from tensorf_jt.evaluation.metrics import mse_to_psnr
 from tensorf_jt.formats.checkpoint import load_checkpoint, model_from_checkpoint, save_atomically, save_checkpoint
@@ -43,32 +41,16 @@ from tensorf_jt.training.live_viewer import LiveViewer
 from tensorf_jt.training.log import TrainingLog, run_folder
 from tensorf_jt.training.nan_guard import SNAPSHOT_EVERY_WITHOUT_SAVES, NanGuard, nonfinite_parameters
 from tensorf_jt.training.optimizer import make_optimizer
-from tensorf_jt.training.ray_filtering import filter_training_rays, ray_batches
+from tensorf_jt.training.ray_filtering import batch_jitter, filter_training_rays, ray_batches
 from tensorf_jt.training.renders import render_after_training, render_test_views
-from tensorf_jt.training.resolution import grid_cap
-from tensorf_jt.training.run_state import PendingLosses, RunProgress
-from tensorf_jt.training.schedules import N_to_reso, ScheduleState, TrainingSchedule
+from tensorf_jt.training.resolution import capped_schedule, resumed_schedule
+from tensorf_jt.training.run_state import PendingLosses, RunProgress, TrainResult
+from tensorf_jt.training.schedules import (N_to_reso, ScheduleState, reads_losses_after,
+                                          renders_test_views_after)
 from tensorf_jt.training.state import load_optimizer_state, snapshot, state_contents, state_path, unpack_ray_mask
-from tensorf_jt.training.sparse_depth import BATCH as KEYPOINT_BATCH, KeypointBatches
+from tensorf_jt.training.sparse_depth import keypoint_batches
 from tensorf_jt.training.step import StepPolicy, train_step
 from tensorf_jt.training.tensorboard import TensorBoardLog
-
-
-@dataclass
-class TrainResult:
-    """``iterations``: completed; ``stopped_by_signal``: the signal that stopped the run early, if any."""
-
-    logfolder: str
-    checkpoint: str
-    state: str
-    iterations: int
-    wall_time_s: float
-    seconds_per_iter_median: float
-    peak_rss_mb: float
-    final_train_psnr: float
-    test_metrics: dict | None = None
-    events: list = field(default_factory=list)
-    stopped_by_signal: int | None = None
 
 
 class Trainer:
@@ -97,13 +79,9 @@ class Trainer:
         self.white_bg = self.train_dataset.white_bg or config.data.white_bkgd
         self.logfolder = run_folder(config.output, logfolder, create=self.main_rank)
         self.state_path = state_path(self.logfolder, config.output.expname)
-        cap = grid_cap(self.space, self.train_dataset)
-        self.schedule = TrainingSchedule.from_config(config.schedule, cap)
-        if self.main_rank and cap is not None and cap < config.schedule.N_voxel_final:
-            print(f"grid: at most {cap:,} voxels (N_voxel_final {config.schedule.N_voxel_final:,}): a finer "
-                  "foreground voxel would be smaller than a training pixel at the object", flush=True)
+        self.schedule = capped_schedule(config.schedule, self.space, self.train_dataset, self.main_rank)
         self.policy = StepPolicy.from_config(config.schedule, self.white_bg)
-        self.keypoints = self._keypoint_batches()
+        self.keypoints = keypoint_batches(config.schedule, self.train_dataset, self.main_rank)
         self.iteration = 0  # iterations completed: the next one to run
         self.progress = RunProgress()
         self.stop_signal: int | None = None  # SIGINT / SIGTERM received (by any rank, once agreed)
@@ -119,12 +97,8 @@ class Trainer:
             self._start_new_run()
         else:
             log_rows, elapsed_before = self._resume(state)
-            if cap is not None and int(np.prod(self.schedule_state.reso_cur)) > cap:
-                # Trained before grids were capped: go on as it began rather than shrink its grid.
-                self.schedule = TrainingSchedule.from_config(config.schedule)
-                if self.main_rank:
-                    print(f"grid: the saved run's grid {list(self.schedule_state.reso_cur)} is finer than the "
-                          f"{cap:,} voxels its photos resolve; it goes on uncapped, as it began", flush=True)
+            self.schedule = resumed_schedule(self.schedule, config.schedule, self.space, self.train_dataset,
+                                             self.schedule_state, self.main_rank)
         self._elapsed_before = elapsed_before
         self.train_log = TrainingLog(self.logfolder, rows=log_rows, elapsed_s=elapsed_before, write=self.main_rank)
         self.tensorboard = TensorBoardLog(self.logfolder, enabled=self.main_rank and config.output.tensorboard)
@@ -132,23 +106,6 @@ class Trainer:
         self.cache_trim = CacheTrim(config.runtime.gc_growth)
 
     # ------------------------------------------------------------------- setup
-    def _keypoint_batches(self) -> KeypointBatches | None:
-        """The sparse-depth loss's rays, where ``sparse_depth_weight`` asks for it and the
-        training split has sparse points; the first rank says which."""
-        weight = self.config.schedule.sparse_depth_weight
-        if weight <= 0:
-            return None
-        keypoints, source = self.train_dataset.sparse_points()
-        if keypoints is not None and len(keypoints.depths) == 0:
-            keypoints, source = None, f"no sparse point is seen by {MIN_VIEWS} training photos ({source})"
-        if self.main_rank:
-            print(f"sparse depth: {keypoints.summary()} {source}, weight {weight:g}" if keypoints is not None else
-                  f"sparse depth: off, {source}", flush=True)
-        if keypoints is None:
-            return None
-        share = distributed.share_of(KEYPOINT_BATCH) if distributed.world_size() > 1 else slice(None)
-        return KeypointBatches(keypoints, self.config.schedule.seed, share)
-
     def _start_new_run(self) -> None:
         config, schedule = self.config, self.config.schedule
         reso = N_to_reso(self.schedule.initial_voxels, self.space.grid_box)
@@ -251,28 +208,17 @@ class Trainer:
         with stage("batch"):
             batch = next(self._batch_iter)
             keypoints = self.keypoints.batch(self.iteration) if self.keypoints is not None else None
+        n_samples = self.schedule_state.nSamples
+        jitter = batch_jitter(self.model, self.ray_batches, self.policy.perturb, n_samples)
         mse, self.step_terms = train_step(self.model, self.optimizer, batch, self.policy, self.schedule_state,
-                                          self.schedule_state.nSamples, self._batch_jitter(), keypoints)
+                                          n_samples, jitter, keypoints)
         return mse
-
-    def _batch_jitter(self) -> jt.Var | None:
-        """Under MPI, this rank's share of the batch's per-ray jitter, drawn for the whole batch so
-        that the shares are the numbers one process would draw; None (the model draws) otherwise."""
-        sampler = self.model.sampler
-        if distributed.world_size() == 1 or not self.policy.perturb or not sampler.jitter_per_ray:
-            return None
-        return sampler.draw_jitter(self.ray_batches.rays_per_batch, self.schedule_state.nSamples)[self.ray_batches.share]
 
     def _synchronise_model(self) -> None:
         """Give every rank rank 0's parameters and alpha grid after the model is built, restored or
         changed by a grid event. The ranks compute the same numbers anyway; this keeps them equal
         even where a computation's floating-point order is not fixed (atomic adds on GPUs)."""
-        if distributed.world_size() == 1:
-            return
-        variables = list(self.model.field.state_dict().values())
-        if self.model.alphaMask is not None:
-            variables.append(self.model.alphaMask.alpha_volume)
-        distributed.broadcast(variables)
+        distributed.broadcast_model(self.model)
 
     def update_alpha_mask(self, iteration: int) -> None:
         """The alpha-mask event (``events.update_alpha_mask``) and what it asks of the run."""
@@ -300,12 +246,6 @@ class Trainer:
                                                          bbox_only=False))
             self.progress.events.append((iteration, f"ray filtering kept {self.ray_batches.n_rays} rays"))
 
-    def visualize(self, iteration: int) -> float:
-        if not self.main_rank:
-            return self.progress.test_psnr
-        return render_test_views(self.config, self.test_dataset, self.model, self.logfolder, self.white_bg, iteration,
-                                 self.schedule_state.nSamples)
-
     # -------------------------------------------------------------------- run
     def _log(self, iteration: int, **values) -> None:
         """A training-log row with the current learning rates, grid size and number of training rays."""
@@ -318,21 +258,6 @@ class Trainer:
         if self.stop_signal is not None:
             raise KeyboardInterrupt
         self.stop_signal = signum
-
-    def _reads_losses_after(self, iteration: int) -> bool:
-        """Whether the losses are read after ``iteration``: to log them, and before anything
-        that must start from finite parameters (test renders, grid events). The same answer on
-        every MPI rank, since they agree on stopping there. Snapshots read them too."""
-        config = self.config
-        return (iteration % config.output.progress_refresh_rate == 0
-                or (config.output.tensorboard and iteration % config.output.tensorboard_every == 0)
-                or self._renders_test_views_after(iteration)
-                or self.schedule.updates_alpha_mask(iteration) or self.schedule.upsamples(iteration))
-
-    def _renders_test_views_after(self, iteration: int) -> bool:
-        """Whether the periodic test renders (``--N_vis``, ``--vis_every``) follow ``iteration``."""
-        render = self.config.render
-        return render.N_vis != 0 and iteration % render.vis_every == render.vis_every - 1
 
     def _read_losses(self, progress: tqdm | None) -> bool:
         """Read the pending steps' losses (one wait for the device), log them and agree with the
@@ -380,10 +305,12 @@ class Trainer:
         self.cache_trim.check()
         if distributed.world_size() == 1 and self.stop_signal is not None:
             self.stop_agreed = True
-        if self._reads_losses_after(iteration) and not self._read_losses(progress):
+        if reads_losses_after(self.config, self.schedule, iteration) and not self._read_losses(progress):
             return
-        if self._renders_test_views_after(iteration):
-            record.test_psnr = self.visualize(iteration)
+        if renders_test_views_after(self.config.render, iteration):
+            if self.main_rank:  # the others keep the last one
+                record.test_psnr = render_test_views(config, self.test_dataset, self.model, self.logfolder,
+                                                     self.white_bg, iteration, self.schedule_state.nSamples)
             self._log(iteration, test_psnr=record.test_psnr, event="test views rendered (imgs_vis)")
             self.tensorboard.scalars(iteration, {"test/psnr": record.test_psnr})
         if self.schedule.updates_alpha_mask(iteration):
