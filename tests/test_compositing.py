@@ -1,8 +1,11 @@
 """Compositing against hand-computed transmittance and weights."""
 import numpy as np
+import pytest
 import jittor as jt
 
 from tensorf_jt.rendering.compositing import accumulate, raw2alpha
+
+pytestmark = pytest.mark.floats  # two code paths' floats, or floats against fixtures
 
 
 def sigma_for(alphas, dist=1.0):

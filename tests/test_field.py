@@ -1,13 +1,16 @@
 """TensorVMSplit's field, upsampling and shrinking against numpy computations on its parameters."""
 import numpy as np
+import pytest
 import jittor as jt
 
 from model_factory import tiny_model
+from numpy_reference import bilinear, linear, resize_align_corners
+
+pytestmark = pytest.mark.floats  # two code paths' floats, or floats against fixtures
 
 
 def tiny_field(grid=(8, 9, 10), **settings):
     return tiny_model(grid, **settings).field
-from numpy_reference import bilinear, linear, resize_align_corners
 
 
 def saved(model, name: str) -> np.ndarray:

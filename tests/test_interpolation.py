@@ -1,10 +1,13 @@
 """Grid lookups against a per-point numpy implementation of grid_sample(align_corners=True, zeros)."""
 import numpy as np
+import pytest
 import jittor as jt
 
 from tensorf_jt.rendering.interpolation import bilinear_sample, linear_sample, trilinear_sample
 
 from numpy_reference import corners_1d
+
+pytestmark = pytest.mark.floats  # two code paths' floats, or floats against fixtures
 
 
 def np_bilinear(plane, u, v):

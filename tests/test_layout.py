@@ -11,6 +11,8 @@ from model_factory import tiny_model
 from tensorf_jt.kernels import layout
 from tensorf_jt.models import tensor_vm_stacked
 
+pytestmark = pytest.mark.floats  # two code paths' floats, or floats against fixtures
+
 
 @pytest.mark.parametrize("axes", [(1, 0), (1, 2, 0), (2, 1, 0), (0, 2, 1), (2, 0, 3, 1)])
 def test_reindexed_permutation_matches_numpy_with_gradients(axes):

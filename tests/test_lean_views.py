@@ -20,6 +20,8 @@ from tensorf_jt.dataLoader import (BlenderDataset, LLFFDataset, NSVFDataset, Own
 from tensorf_jt.dataLoader.demo_scene import DemoSceneSpec, generate
 from tensorf_jt.training.ray_filtering import filtering_ray_ids
 
+pytestmark = pytest.mark.floats  # two code paths' floats, or floats against fixtures
+
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "views_before_lazy_loading.npz")
 
 

@@ -19,6 +19,8 @@ from tensorf_jt.formats import lpips_weights as weights_module
 from tensorf_jt.formats.lpips_weights import (INSTALL_COMMAND, LpipsWeightsUnavailable, lpips_weights,
                                               read_weight_file, weights_folder)
 
+pytestmark = pytest.mark.floats  # two code paths' floats, or floats against fixtures
+
 FIXTURE = json.loads((Path(__file__).resolve().parent / "fixtures" / "lpips_values.json").read_text())
 
 

@@ -19,6 +19,8 @@ from tensorf_jt.training.optimizer import TorchAdam
 from tensorf_jt.training.state import load_optimizer_state, optimizer_state
 from tensorf_jt.training.optimizer import make_optimizer
 
+pytestmark = pytest.mark.floats  # two code paths' floats, or floats against fixtures
+
 FIXTURE = np.load(os.path.join(os.path.dirname(__file__), "fixtures", "torch_adam_steps.npz"))
 NAMES = ("A", "B", "C")  # groups: (A, B) at lr 0.02, (C) at lr 0.001
 FIRST_GRADIENT = dict(zip(NAMES, FIXTURE["first_gradient"]))

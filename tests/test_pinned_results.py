@@ -30,6 +30,8 @@ from tensorf_jt.config import RunConfig
 from tensorf_jt.formats.checkpoint import load_checkpoint
 from tensorf_jt.training.state import read_state
 
+pytestmark = pytest.mark.floats  # two code paths' floats, or floats against fixtures
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 YARDSTICK = json.loads((FIXTURES / "yardstick_300_digest.json").read_text())
 LEGACY = json.loads((FIXTURES / "legacy_run.json").read_text())
@@ -83,24 +85,34 @@ def assert_same_digest(actual: dict, expected: dict) -> None:
     assert not differing, f"tensors that differ from the pinned run: {differing}"
 
 
+@pytest.fixture(scope="module")
+def yardstick_scene(tmp_path_factory) -> Path:
+    """The demo scene the yardstick trains on, rendered once for the module on every core
+    (``tools/make_scene.py``'s defaults are the demo's); the runs only read it."""
+    scene = tmp_path_factory.mktemp("yardstick") / "scene"
+    result = run_python(["tools/make_scene.py", str(scene)], timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return scene
+
+
 @pytest.mark.slow
-def test_the_yardstick_trains_to_the_pinned_results(tmp_path):
+def test_the_yardstick_trains_to_the_pinned_results(tmp_path, yardstick_scene):
     result = run_python(["train.py", *YARDSTICK["flags"], "--basedir", str(tmp_path / "log"),
-                         "--datadir", str(tmp_path / "scene")])
+                         "--datadir", str(yardstick_scene)])
     assert result.returncode == 0, result.stderr[-3000:]
     ckpt = tmp_path / "log" / "yardstick" / "yardstick.th"
     expected = digest_for_this_cpu(YARDSTICK)
     if expected is not None:
         assert_same_digest(checkpoint_digest(jt.load(str(ckpt))), expected)
     else:
-        assert rendered_psnr(ckpt, tmp_path / "scene") == pytest.approx(float(PINNED["yardstick300_psnr"]), abs=0.75)
+        assert rendered_psnr(ckpt, yardstick_scene) == pytest.approx(float(PINNED["yardstick300_psnr"]), abs=0.75)
 
 
 @pytest.mark.slow
-def test_the_yardsticks_first_steps_match_the_pinned_values(tmp_path):
+def test_the_yardsticks_first_steps_match_the_pinned_values(tmp_path, yardstick_scene):
     """Before training turns chaotic, every CPU must come within 5e-5 of the pinned parameters."""
     result = run_python(["train.py", *YARDSTICK["flags"], "--n_iters", "30", "--basedir", str(tmp_path / "log"),
-                         "--datadir", str(tmp_path / "scene")])
+                         "--datadir", str(yardstick_scene)])
     assert result.returncode == 0, result.stderr[-3000:]
     assert_close_to_pinned(jt.load(str(tmp_path / "log" / "yardstick" / "yardstick.th"))["state_dict"],
                            "yardstick30", 5e-5)

@@ -19,6 +19,8 @@ from tensorf_jt.rendering import compositing
 from tensorf_jt.rendering.resampling import UNIFORM_PADDING, importance_edges
 from test_unbounded import UNBOUNDED_PSNR, mixed_rays, room, room_argv, unbounded_model  # noqa: F401 (room: a fixture)
 
+pytestmark = pytest.mark.floats  # two code paths' floats, or floats against fixtures
+
 
 def random_intervals(n_rays: int, width: int, seed: int):
     """Ascending intervals per ray, with gaps between some and empty slots (start == end) at

@@ -1,9 +1,12 @@
 """Camera rays and AABB sampling against closed-form expectations."""
 import numpy as np
+import pytest
 import jittor as jt
 
 from tensorf_jt.rendering.rays import BLENDER_TO_OPENCV, camera_rays, focal_from_fov, get_ray_directions, get_rays
 from tensorf_jt.rendering.sampling import ray_box_intersection, sample_along_rays, sample_distances
+
+pytestmark = pytest.mark.floats  # two code paths' floats, or floats against fixtures
 
 AABB = np.array([[-1.5, -1.5, -1.5], [1.5, 1.5, 1.5]], np.float32)
 

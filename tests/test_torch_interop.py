@@ -24,6 +24,8 @@ from tensorf_jt.models import compose
 from tensorf_jt.formats.reference_checkpoint import to_reference
 from tensorf_jt.formats.torch_format import LEGACY_MAGIC, load_torch_checkpoint, save_torch_checkpoint
 
+pytestmark = pytest.mark.floats  # two code paths' floats, or floats against fixtures
+
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
 REFERENCE_MODELS = {"vm": "TensorVMSplit", "cp": "TensorCP"}
 

@@ -115,7 +115,10 @@ class UnboundedSampler:
         # 1 - (k + j) / (n + 1) as ((n - k) + (1 - j)) / (n + 1): with k = n and j a few ulps
         # below 1, the first form rounds to 0 and the last gap to infinity (a NaN loss).
         left = ((float(self.n_background) - ticks).stop_fuse() + (1.0 - j).stop_fuse()).stop_fuse()
-        t_ticks = (s / (left * self._inv_background).stop_fuse()).stop_fuse()
+        # The quotient in float64, rounded once to float32: the correctly rounded float32 quotient
+        # (53 >= 2 * 24 + 2 bits), which -Ofast's float32 division is not on every CPU (AVX2: up
+        # to 2 ulps off), and which the fused kernel's div_rn computes.
+        t_ticks = (s.float64() / (left * self._inv_background).stop_fuse().float64()).float32()
         t_background = t_ticks[:, :-1]
 
         next_linear = jt.concat([t_linear[:, 1:], t_linear[:, -1:]], dim=1)
