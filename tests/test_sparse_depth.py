@@ -18,7 +18,7 @@ from tensorf_jt.formats.colmap import Camera, Image, Model, Points3D, rotation_t
 from tensorf_jt.training.sparse_depth import WINDOW, missed_weight
 
 DEPTH_TEST_ITERS = 150
-DEPTH_ERROR_RATIO = 0.6  # measured: 0.223 without, 0.081 with (0.36x)
+DEPTH_ERROR_RATIO = 0.6  # measured: 0.214 without, 0.084 with (0.39x)
 
 
 def camera_looking_at(centre, target=(0.0, 0.0, 0.0)) -> np.ndarray:
@@ -172,7 +172,7 @@ def test_sparse_depth_puts_the_surfaces_where_the_points_are(capture, tmp_path):
     scale = np.cbrt(np.linalg.det(demo_to_scene[:3, :3]))
     test = OwnDataDataset(capture.root, "test", is_stack=True)
     flags = ["--config", "configs/your_own_360.txt", "--datadir", capture.root, "--basedir", str(tmp_path),
-             "--unbounded", "0", "--n_iters", str(DEPTH_TEST_ITERS), "--batch_size", "1024", "--N_voxel_init", "32768",
+             "--unbounded", "0", "--n_iters", str(DEPTH_TEST_ITERS), "--batch_size", "512", "--N_voxel_init", "32768",
              "--N_voxel_final", "262144", "--upsamp_list", "50", "--update_AlphaMask_list", "100", "--N_vis", "0",
              "--render_test", "0", "--tensorboard", "0", "--save_every", "0"]
     errors = {}
