@@ -39,6 +39,16 @@ def tiny_scene(tmp_path_factory) -> str:
     return generate(str(root), DemoSceneSpec(image_size=24, n_train=6, n_val=1, n_test=2, supersampling=2))
 
 
+@pytest.fixture(scope="session")
+def tiny_demo_run(tmp_path_factory):
+    """(folder, TrainResult) of the 32x32 demo scene trained on its full tiny schedule
+    (``test_train_regression.train_tiny``), once, for every test that only reads it."""
+    from test_train_regression import train_tiny
+
+    folder = tmp_path_factory.mktemp("fused")
+    return folder, train_tiny(folder, "fused")
+
+
 def run_python(args: list[str], cwd: Path | str = REPO_ROOT, env: dict | None = None, timeout: int = 900):
     """Run ``python args...`` in a subprocess with this interpreter; returns CompletedProcess."""
     import subprocess

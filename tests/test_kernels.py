@@ -301,7 +301,7 @@ def test_cuda_sources_compile(tmp_path):
     """The GPU kernels must build, templates instantiated, even where no GPU can run them."""
     sources = {name: kernel_source(f"{name}_cuda.cuh")
                for name in ("vm_field", "cp_field", "ray_marching", "compositing", "encoding", "resampling", "adam",
-                             "bias_relu")}
+                             "bias_relu", "splat")}
     sources["encoding"] += "\n" + _encoding_instantiations() + "\n"
     for name, text in sources.items():
         path = tmp_path / f"{name}.cu"

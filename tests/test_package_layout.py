@@ -7,7 +7,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "tensorf_jt"
 TOP_LEVEL_MODULES = {"__init__.py", "bootstrap.py", "errors.py"}
 SUBPACKAGES = {"cli", "config", "dataLoader", "evaluation", "formats", "kernels", "models", "rendering", "runtime",
-               "training", "viewer"}
+               "splats", "training", "viewer"}
 
 
 def module_name(path: Path) -> str:

@@ -127,7 +127,7 @@ def test_a_saved_state_reads_into_the_typed_configuration():
                    "viewer_host": "127.0.0.1", "camera_path": None, "scene_bbox": None,  # their defaults fill in
                    "near_far": None, "pose_format": "c2w_opengl", "unbounded": -1,
                    "importance_samples": 0,
-                   "holdout_sector": 0.0, "holdout_center": None, "sparse_depth_weight": 0.0}
+                   "holdout_sector": 0.0, "holdout_center": None, "sparse_depth_weight": 0.0, "splats": None}
     assert config.to_flags() == {**state["train_args"], **newer_flags}
     assert config.model.n_lamb_sigma == (4, 4, 4) and config.schedule.upsamp_list == (25, 35)
     model, ckpt = load_checkpoint(str(FIXTURES / "legacy_run.th"))

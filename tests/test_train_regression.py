@@ -36,15 +36,9 @@ def train_tiny(tmp_path, kernels: str, schedule: list[str] = FULL_SCHEDULE):
     return result
 
 
-@pytest.fixture(scope="module")
-def fused_run(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("fused")
-    return folder, train_tiny(folder, "fused")
-
-
 @pytest.mark.slow
-def test_tiny_demo_trains_and_reloads(fused_run):
-    tmp_path, result = fused_run
+def test_tiny_demo_trains_and_reloads(tiny_demo_run):
+    tmp_path, result = tiny_demo_run
     metrics = result.test_metrics
     assert metrics["psnr"] >= MIN_TEST_PSNR
     assert metrics["depth_abs_error"] < 0.4
@@ -76,7 +70,7 @@ def test_reference_path_trains_to_the_same_quality(tmp_path):
 
 
 @pytest.mark.slow
-def test_mesh_of_the_trained_demo_scene_has_the_scene_extent(fused_run):
+def test_mesh_of_the_trained_demo_scene_has_the_scene_extent(tiny_demo_run):
     """The objects span x, y in [-1.25, 1.25] (the platform) and z in [-0.8, 0.62] (platform
     bottom to the small sphere's top); the mesh of the tiny run must match within two voxels.
     Below the platform no camera sees anything (they are all on the upper hemisphere), so
@@ -84,7 +78,7 @@ def test_mesh_of_the_trained_demo_scene_has_the_scene_extent(fused_run):
     from tensorf_jt.formats.checkpoint import load_checkpoint
     from tensorf_jt.evaluation.mesh import extract_mesh
 
-    model, _ = load_checkpoint(fused_run[1].checkpoint)
+    model, _ = load_checkpoint(tiny_demo_run[1].checkpoint)
     vertices = extract_mesh(model).vertices
     expected = np.array([[-1.25, -1.25, -0.8], [1.25, 1.25, 0.62]])
     tolerance = 2 * float(np.max(model.field.units))

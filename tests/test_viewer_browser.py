@@ -266,3 +266,47 @@ def _iteration(viewer) -> int:
     found = re.search(r"iteration \*\*(\d+)\*\*", viewer.status_text)
     assert found, viewer.status_text
     return int(found.group(1))
+
+
+def test_splats_are_drawn_by_the_browser_itself(scene, tmp_path):
+    """view.py --splats: viser's client draws the splats (red and green ones, around the scene's
+    centre, seen by its training cameras); the server renders nothing. The frame time is that of
+    the page redrawing while its camera moves."""
+    chromium_path()
+    from test_splat_raster import random_splats
+    from tensorf_jt.cli.view import open_splat_viewer
+    from tensorf_jt.formats.gaussian_ply import SH_C0, write_splats
+
+    splats = random_splats(n=400, degree=1, spread=0.5)
+    splats.opacity_logits[:] = 4.0
+    splats.sh[:, 1:] = 0.0
+    splats.sh[:, 0] = (np.where(np.arange(400)[:, None] % 2 == 0, [[1.0, 0.0, 0.0]], [[0.0, 0.8, 0.0]]) - 0.5) / SH_C0
+    path = tmp_path / "splats.ply"
+    write_splats(str(path), splats)
+    config, explicit = parse_run_config(["--splats", str(path), "--datadir", scene, "--dataset_name", "blender",
+                                         "--viewer_port", str(free_port())])
+    viewer = open_splat_viewer(config, explicit)
+    results = {}
+
+    def script(browser):
+        page = open_viewer_page(browser, viewer.url, (400, 400))
+        viewer.show_cameras.value = False
+        time.sleep(5)  # the splats arrive once, and the page sorts and draws them
+        results["pixels"] = canvas_pixels(page)
+        results["frame_ms"] = page.evaluate("""() => new Promise(done => {
+            let frames = 0; const start = performance.now();
+            function next() { frames++; if (performance.now() - start < 2000) requestAnimationFrame(next);
+                              else done((performance.now() - start) / frames); }
+            requestAnimationFrame(next); })""")
+
+    thread = BrowserThread(script)
+    thread.start()
+    thread.join(120)
+    viewer.close()
+    thread.check()
+    pixels = results["pixels"].astype(int)
+    red = (pixels[..., 0] > 150) & (pixels[..., 1] < 90) & (pixels[..., 2] < 90)
+    green = (pixels[..., 1] > 120) & (pixels[..., 0] < 90) & (pixels[..., 2] < 90)
+    assert red.sum() > 200 and green.sum() > 200, (red.sum(), green.sum())
+    print(f"splat page frame: {results['frame_ms']:.0f} ms")
+    assert 0 < results["frame_ms"] < 10_000

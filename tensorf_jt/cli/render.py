@@ -31,6 +31,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tensorf_jt.cli import exit_process, run_cli
 from tensorf_jt.config import RunConfig, parse_run_config
 from tensorf_jt.config.flags import check_saved_flags
@@ -116,13 +118,46 @@ def claim_outputs(config: RunConfig, ckpt: dict, folders: dict[str, str], render
                                                   ("path", config.render.render_path)) if flag]
     if config.render.camera_path:
         wanted.append(camera_path_folder(config))
-    for folder in wanted:
+    claim_render_folders(wanted, config.model.ckpt, "the checkpoint")
+
+
+def claim_render_folders(folders: list[str], source: str, what: str) -> None:
+    """Make ``folders`` for renders of ``source``: each must be new, empty or marked by an
+    earlier render of ours (``RENDERS_MARK``), which is written into it first."""
+    for folder in folders:
         claim_folder(folder, lambda path: os.path.isfile(os.path.join(path, RENDERS_MARK)), "renders",
-                     "Move its files away, or render a copy of the checkpoint in another folder.")
-    for folder in wanted:
+                     f"Move its files away, or render a copy of {what} in another folder.")
+    for folder in folders:
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, RENDERS_MARK), "w", encoding="utf-8") as mark:
-            mark.write(f"renders of {os.path.abspath(config.model.ckpt)}\n")
+            mark.write(f"renders of {os.path.abspath(source)}\n")
+
+
+def render_splat_file(config: RunConfig, explicit: set[str]) -> dict:
+    """Render the test views of ``--splats`` through the splat rasteriser and score them as a
+    checkpoint's are, into ``imgs_test_{file name}/`` next to the file."""
+    from tensorf_jt.dataLoader import load_split, prepare_dataset
+    from tensorf_jt.evaluation.renders import score_views
+    from tensorf_jt.formats.gaussian_ply import read_splats
+    from tensorf_jt.splats.camera import dataset_cameras
+    from tensorf_jt.splats.params import SplatParameters
+    from tensorf_jt.splats.rasterizer import view_renderer
+
+    path = config.render.splats
+    missing = [f"--{name}" for name in ("datadir", "dataset_name") if name not in explicit]
+    if missing:
+        raise ConfigError(f"--splats renders a scene's test views, and a splat file does not record its scene: pass "
+                          f"{' and '.join(missing)} (e.g. --datadir data/nerf_synthetic/lego --dataset_name blender).")
+    params = SplatParameters.from_splats(read_splats(path))
+    prepare_dataset(config.data)
+    dataset = load_split(config.data, "test", is_stack=True)
+    white = (dataset.white_bg or config.data.white_bkgd) and not (dataset.unbounded or config.data.unbounded == 1)
+    folder = os.path.join(os.path.dirname(os.path.abspath(path)), f"imgs_test_{os.path.splitext(os.path.basename(path))[0]}")
+    claim_render_folders([folder], path, "the splat file")
+    renderer = view_renderer(params, dataset_cameras(dataset), np.full(3, 1.0 if white else 0.0), config.runtime.kernels)
+    summary = score_views(dataset, renderer, folder, compute_extra_metrics=config.render.compute_extra_metrics)
+    print(f"test: {len(summary['views'])} views of {params.count:,} splats, {metrics_line(summary)} -> {folder}")
+    return {"test": summary, "folder": folder}
 
 
 def camera_path_folder(config: RunConfig) -> str:
@@ -227,6 +262,9 @@ def export_checkpoint_mesh(model: TensoRFModel, ckpt_path: str) -> dict:
 def _main(argv: list[str]) -> int:
     config, explicit = parse_run_config(argv)
     setup()
+    if config.render.splats:
+        render_splat_file(config, explicit)
+        return 0
     if not (config.render.render_train or config.render.render_path or config.render.export_mesh
             or config.render.camera_path):
         config = config.with_flags(render_test=1)

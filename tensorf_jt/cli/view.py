@@ -3,6 +3,10 @@
 The scene (training cameras, thumbnails, depth range) comes from the dataset the checkpoint
 was trained on, as for ``render.py``; when that dataset cannot be loaded the model is shown
 without its cameras. Saved views and camera paths go to ``viewer/`` next to the checkpoint.
+
+``view.py --splats FILE.ply [--datadir D --dataset_name N]`` serves a splat file instead,
+drawn by the browser itself (``viewer.splat_view``), with the scene's training cameras where
+its dataset is given.
 """
 from __future__ import annotations
 
@@ -56,6 +60,24 @@ def open_checkpoint_viewer(config: RunConfig, explicit: set[str] = frozenset()):
     return viewer, model
 
 
+def open_splat_viewer(config: RunConfig, explicit: set[str] = frozenset()):
+    """Read ``config.render.splats`` and start its viewer (with the training cameras of the
+    dataset the flags name, where they name one); returns the viewer."""
+    from tensorf_jt.dataLoader import load_split, prepare_dataset
+    from tensorf_jt.formats.gaussian_ply import read_splats
+    from tensorf_jt.viewer.scene import scene_view
+    from tensorf_jt.viewer.server import check_port_free
+    from tensorf_jt.viewer.splat_view import SplatViewer
+
+    check_port_free(config.viewer.viewer_host, config.viewer.viewer_port)
+    splats = read_splats(config.render.splats)
+    scene = None
+    if "datadir" in explicit:
+        prepare_dataset(config.data)
+        scene = scene_view(load_split(config.data, "train", is_stack=False))
+    return SplatViewer(splats, scene, host=config.viewer.viewer_host, port=config.viewer.viewer_port)
+
+
 def serve(viewer, model, stop_after_s: float | None = None) -> None:
     """Render for the connected browsers until Ctrl+C (or ``stop_after_s`` seconds)."""
     started = time.perf_counter()
@@ -69,11 +91,17 @@ def _main(argv: list[str]) -> int:
     setup()
     from tensorf_jt.runtime.error_hints import jittor_error_hints
     with jittor_error_hints(config, "viewing"):
-        viewer, model = open_checkpoint_viewer(config, explicit)
+        if config.render.splats:
+            viewer, model = open_splat_viewer(config, explicit), None
+        else:
+            viewer, model = open_checkpoint_viewer(config, explicit)
         print(f"viewer: {viewer.url}  (Ctrl+C to stop)", flush=True)
         # Ctrl+C ends serving normally (Jittor's own handler would end the process at once).
         previous = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
+            if model is None:
+                while True:  # the browser draws the splats; nothing to render here
+                    time.sleep(0.5)
             serve(viewer, model)
         except KeyboardInterrupt:
             print("viewer stopped", flush=True)

@@ -168,6 +168,8 @@ def config_parser() -> configargparse.ArgumentParser:
         help="the address the viewer listens on; 0.0.0.0 exposes it to the network")
     add("--camera_path", type=str, default=None,
         help="render.py: render this camera-path file (saved by the viewer) to frames and a video")
+    add("--splats", type=str, default=None,
+        help="render.py, view.py: a 3D Gaussian splat file (.ply, e.g. from tensorf-export-splats) instead of --ckpt")
     add("--scene_bbox", type=float, nargs=6, default=None, metavar="V",
         help="own scene box, xmin ymin zmin xmax ymax zmax, instead of the dataset's (own_data: its 'aabb' key)")
     add("--near_far", type=float, nargs=2, default=None, metavar="D",

@@ -45,7 +45,7 @@ MAY_CHANGE_ON_RESUME = frozenset({
     "verbose", "gc_every", "gc_growth", "chunk_size", "kernels", "N_vis", "vis_every", "render_test", "render_train",
     "render_path", "render_only", "export_mesh", "compute_extra_metrics", "tensorboard", "tensorboard_every", "viewer",
     "viewer_port",
-    "viewer_host", "camera_path",
+    "viewer_host", "camera_path", "splats",
 })
 
 # Flags a resumed run takes from its own command (line, config file or default), never from the
@@ -148,6 +148,7 @@ class RenderConfig:
     vis_every: int
     chunk_size: int  # rays rendered at once
     camera_path: Optional[str]  # render.py: a camera-path file from the viewer
+    splats: Optional[str]  # render.py, view.py: a splat file instead of a checkpoint
 
     @property
     def renders_anything(self) -> bool:

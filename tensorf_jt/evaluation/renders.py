@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable
+from typing import Callable, Iterable
 
 import imageio.v3 as iio
 import numpy as np
@@ -94,7 +94,17 @@ def extra_metrics(rgb: np.ndarray, gt_rgb: np.ndarray, with_lpips: bool) -> dict
 def evaluate(dataset, model: TensoRFModel, save_dir: str, N_vis: int = -1, prefix: str = "",
              N_samples: int = -1, white_bg: bool = True, compute_extra_metrics: bool = True,
              chunk: int = 4096, show_progress: bool = True) -> dict:
-    """Render views of a stacked dataset split, save them, and score them against its images.
+    """Render views of a stacked dataset split with ``model``, save them, and score them against
+    its images (``score_views``)."""
+    return score_views(dataset, lambda view: render_rays(model, dataset.view_rays(view), chunk, N_samples, white_bg),
+                       save_dir, N_vis, prefix, compute_extra_metrics, show_progress)
+
+
+def score_views(dataset, render_view: Callable[[int], tuple[np.ndarray, np.ndarray]], save_dir: str,
+                N_vis: int = -1, prefix: str = "", compute_extra_metrics: bool = True,
+                show_progress: bool = True) -> dict:
+    """Render views of a stacked dataset split with ``render_view`` (view -> rgb [H*W, 3] and
+    depth [H*W]), save them, and score them against its images.
 
     ``N_vis`` > 0 renders every (len // N_vis)-th view only, as the reference does for its
     periodic checks. ``compute_extra_metrics`` adds SSIM, LPIPS-Alex and LPIPS-VGG (the
@@ -115,7 +125,7 @@ def evaluate(dataset, model: TensoRFModel, save_dir: str, N_vis: int = -1, prefi
         print(f"note: LPIPS is not computed: {lpips_missing}.")
     views, rgb_frames, depth_frames = [], [], []
     for idx, view in enumerate(tqdm(view_ids, desc="rendering", leave=False, disable=not show_progress)):
-        rgb, depth = render_rays(model, dataset.view_rays(view), chunk, N_samples, white_bg)
+        rgb, depth = render_view(view)
         rgb = np.clip(rgb.reshape(height, width, 3), 0.0, 1.0)
         depth = depth.reshape(height, width)
         gt_rgb = dataset.view_rgbs(view).reshape(height, width, 3)

@@ -87,6 +87,31 @@ def check_port_free(host: str, port: int) -> None:
                               f"uses it. Pass another port, e.g. --viewer_port {port + 1}.") from None
 
 
+def add_training_frusta(server, cameras: SceneCameras, thumbnails: list, shown: bool = True):
+    """The training cameras as frustums with their thumbnails, and a checkbox that shows them;
+    returns (frustum handles, checkbox)."""
+    centres = cameras.poses[:, :, 3]
+    spread = float(np.linalg.norm(centres - centres.mean(0), axis=1).mean()) or 1.0
+    width, height = cameras.image_size
+    frusta = []
+    for view in range(len(cameras.poses)):
+        pose = cameras.viewer_pose(cameras.poses[view])
+        thumbnail = thumbnails[view] if view < len(thumbnails) else None
+        frusta.append(server.scene.add_camera_frustum(
+            f"/training_cameras/{view:03d}", fov=cameras.fov_y, aspect=width / height, scale=0.08 * spread,
+            thickness=0.002 * spread, image=thumbnail, format="jpeg", wxyz=quaternion_from_matrix(pose[:, :3]),
+            position=pose[:, 3], color=(60, 60, 200), visible=shown))
+    # A camera put at a training pose looks straight at that frustum's thumbnail: hide them to compare.
+    checkbox = server.gui.add_checkbox("Show training cameras", initial_value=shown)
+
+    def show(_) -> None:
+        for frustum in frusta:
+            frustum.visible = checkbox.value
+
+    checkbox.on_update(show)
+    return frusta, checkbox
+
+
 class Viewer:
     """A viser server showing one model. ``output_dir`` receives saved views and camera paths."""
 
@@ -142,28 +167,10 @@ class Viewer:
         self.show_boxes(model_box, mask_box)
 
     def _add_frusta(self, cameras: SceneCameras) -> None:
-        centres = cameras.poses[:, :, 3]
-        spread = float(np.linalg.norm(centres - centres.mean(0), axis=1).mean()) or 1.0
-        width, height = cameras.image_size
         # While training they start hidden: every redraw of the page draws each frustum and its
         # thumbnail, which on a browser drawing in software costs more than the rest of the page.
-        shown = not self.training
-        self.training_frusta = []
-        for view in range(len(cameras.poses)):
-            pose = cameras.viewer_pose(cameras.poses[view])
-            thumbnail = self.scene.thumbnails[view] if view < len(self.scene.thumbnails) else None
-            self.training_frusta.append(self.server.scene.add_camera_frustum(
-                f"/training_cameras/{view:03d}", fov=cameras.fov_y, aspect=width / height, scale=0.08 * spread,
-                thickness=0.002 * spread, image=thumbnail, format="jpeg", wxyz=quaternion_from_matrix(pose[:, :3]),
-                position=pose[:, 3], color=(60, 60, 200), visible=shown))
-        # A camera put at a training pose looks straight at that frustum's thumbnail: hide them to compare.
-        self.show_cameras = self.server.gui.add_checkbox("Show training cameras", initial_value=shown)
-
-        def show(_) -> None:
-            for frustum in self.training_frusta:
-                frustum.visible = self.show_cameras.value
-
-        self.show_cameras.on_update(show)
+        self.training_frusta, self.show_cameras = add_training_frusta(self.server, cameras, self.scene.thumbnails,
+                                                                      shown=not self.training)
 
     def _to_viewer_box(self, box: np.ndarray) -> np.ndarray:
         box = np.asarray(box, dtype=np.float64).reshape(2, 3)
