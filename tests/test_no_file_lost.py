@@ -1,6 +1,7 @@
 """No user file lost: every command, run against a dataset folder, a capture folder and a
 checkpoint folder, leaves each file that was there before byte for byte as it was, except the
-command's own documented outputs (docs/RENDERING.md, docs/TRAINING.md, docs/CAPTURES.md). Where
+command's own documented outputs (docs/RENDERING.md, docs/TRAINING.md, docs/CAPTURES.md), the
+splat export and the renders of its file included. Where
 an output's path holds a file the project did not write, the command refuses with exit status 2
 before writing anything, and says which file and what to do.
 """
@@ -20,6 +21,7 @@ import synthetic_capture as capture_lib
 from conftest import REPO_ROOT, run_python
 from test_resume import tiny_argv
 
+from tensorf_jt.cli.export_splats import main as export_splats_main
 from tensorf_jt.cli.export_torch import main as export_main
 from tensorf_jt.cli.render import main as render_main
 from tensorf_jt.cli.train import main as train_main
@@ -265,8 +267,12 @@ def test_render_export_and_mesh_write_only_their_outputs(trained, tmp_path, caps
     assert render_main(["--ckpt", str(ckpt), "--export_mesh", "1", "--render_test", "1",
                         "--compute_extra_metrics", "0"]) == 0
     assert export_main(["--ckpt", str(ckpt), "--out", str(folder / "for_pytorch.th")]) == 0
+    assert export_splats_main(["--ckpt", str(ckpt), "--iterations", "5"]) == 0
+    assert render_main(["--splats", str(folder / "run_splats.ply"), "--datadir", dataset, "--dataset_name", "blender",
+                        "--compute_extra_metrics", "0"]) == 0
     after = assert_kept(before, folder, ("imgs_test_all/*",))  # the run's own final renders, replaced
-    assert {"run.ply", "for_pytorch.th"} <= set(after) - set(before)
+    assert {"run.ply", "for_pytorch.th", "run_splats.ply", "imgs_test_run_splats/000.png"} <= set(after) - set(before)
+    assert export_splats_main(["--ckpt", str(ckpt), "--iterations", "0"]) == 0, "its own earlier export, replaced"
     assert export_main(["--ckpt", str(ckpt), "--out", str(folder / "for_pytorch.th")]) == 0, "its own export"
     assert_kept(data_before, dataset)
 
